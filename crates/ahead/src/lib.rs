@@ -1,0 +1,23 @@
+//! # ahead: userspace readahead
+//!
+//! Policies decide, drivers act. A readahead [`policy`] is a pure state machine per open file:
+//! told of each application read, it looks at the cache and asks for I/O. The [`sim`]ulator is
+//! one driver: it replays [`pattern`]s and [`trace`]s against a modelled page cache and device
+//! and reports the figures the 2004 readahead paper reported, with modelled time. [`paper`]
+//! reproduces that paper's Figures 4-10.
+
+#![warn(missing_docs)]
+
+pub mod paper;
+pub mod pattern;
+pub mod policy;
+pub mod report;
+pub mod sim;
+pub mod trace;
+pub mod units;
+pub mod workload;
+
+pub use policy::{AppRead, Hint, IoKind, IoRequest, Policy, PolicyConfig, RaContext};
+pub use sim::{DeviceModel, Metrics, RunReport, SimConfig, Simulator};
+pub use units::{Bytes, PAGE_SIZE};
+pub use workload::{Event, FileSpec, Workload};

@@ -1,0 +1,377 @@
+//! Read patterns: synthetic workloads named by a short spec, `NAME[:KEY=VALUE,...]`.
+//!
+//! | spec | what it reads |
+//! |---|---|
+//! | `paper:read=R,seek=S,repeat=N[,first=F]` | the 2004 paper's pattern: R pages, skip S, N times (pages), from page F |
+//! | `seq[:size=,bs=]` | the file from start to end in `bs` reads |
+//! | `reverse[:size=,bs=]` | the file from end to start in `bs` reads |
+//! | `stride[:size=,bs=,stride=]` | one `bs` read every `stride` bytes |
+//! | `random[:size=,bs=,count=,seed=]` | `count` reads at random `bs`-aligned offsets |
+//! | `interleaved[:streams=,size=,bs=]` | `streams` sequential readers, each over its own slice of one file, taking turns |
+//! | `shuffled[:group=,size=,bs=,seed=]` | groups of `group` adjacent reads issued in random order (threads racing over contiguous pages) |
+//! | `manyfiles[:files=,size=,bs=]` | `files` files each read sequentially, one read each in turn (one process serving many slow clients) |
+//! | `iozone:TEST[:size=,bs=]` | iozone's read tests: `read`, `reread`, `reverse`, `stride`, `random`, `mix`, `pread` |
+//!
+//! Sizes take units (`4k`, `1m`, `2g`, `8p` for pages). Defaults: `size=64m`, `bs=4k`;
+//! `paper` patterns are in pages. Random patterns are seeded and reproducible.
+
+use crate::units::{parse_size, Bytes, PAGE_SIZE};
+use crate::workload::{Event, FileSpec, Workload};
+
+/// A parsed pattern.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Pattern {
+    /// The paper's read-R-seek-S pattern, in pages.
+    Paper {
+        /// Pages per read.
+        read_pages: u64,
+        /// Pages skipped after each read.
+        seek_pages: u64,
+        /// Number of reads.
+        repeat: u64,
+        /// Page of the first read.
+        first_page: u64,
+    },
+    /// Sequential reads over the whole file.
+    Sequential { size: Bytes, bs: Bytes },
+    /// Backward reads over the whole file.
+    Reverse { size: Bytes, bs: Bytes },
+    /// One `bs` read every `stride` bytes.
+    Stride { size: Bytes, bs: Bytes, stride: Bytes },
+    /// Random aligned reads.
+    Random { size: Bytes, bs: Bytes, count: u64, seed: u64 },
+    /// Sequential streams over slices of one file, round robin.
+    Interleaved { size: Bytes, bs: Bytes, streams: u64 },
+    /// Groups of adjacent reads in shuffled order.
+    Shuffled { size: Bytes, bs: Bytes, group: u64, seed: u64 },
+    /// Many files read sequentially, round robin.
+    ManyFiles { files: u64, size: Bytes, bs: Bytes },
+    /// Half the reads continue sequentially, half jump to a random record (iozone's mix).
+    RandomMix { size: Bytes, bs: Bytes, count: u64, seed: u64 },
+    /// The file read twice from start to end (iozone's re-read).
+    Reread { size: Bytes, bs: Bytes },
+}
+
+/// Every pattern name, for help and errors.
+pub const PATTERN_NAMES: &[&str] =
+    &["paper", "seq", "reverse", "stride", "random", "interleaved", "shuffled", "manyfiles", "iozone"];
+
+struct Args<'a> {
+    spec: &'a str,
+    pairs: Vec<(&'a str, &'a str)>,
+    used: Vec<bool>,
+}
+
+impl<'a> Args<'a> {
+    fn parse(spec: &'a str, text: &'a str) -> Result<Args<'a>, String> {
+        let mut pairs = Vec::new();
+        for part in text.split(',').filter(|p| !p.trim().is_empty()) {
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| format!("pattern '{spec}': '{part}' should be KEY=VALUE"))?;
+            pairs.push((k.trim(), v.trim()));
+        }
+        let used = vec![false; pairs.len()];
+        Ok(Args { spec, pairs, used })
+    }
+
+    fn get(&mut self, key: &str) -> Option<&'a str> {
+        let i = self.pairs.iter().position(|(k, _)| *k == key)?;
+        self.used[i] = true;
+        Some(self.pairs[i].1)
+    }
+
+    fn size(&mut self, key: &str, default: u64) -> Result<Bytes, String> {
+        match self.get(key) {
+            None => Ok(Bytes(default)),
+            Some(v) => parse_size(v).map_err(|e| format!("pattern '{}': {key}: {e}", self.spec)),
+        }
+    }
+
+    fn number(&mut self, key: &str, default: u64) -> Result<u64, String> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(v) => v
+                .parse()
+                .map_err(|_| format!("pattern '{}': {key} must be a whole number, not '{v}'", self.spec)),
+        }
+    }
+
+    fn finish(self) -> Result<(), String> {
+        match self.pairs.iter().zip(&self.used).find(|(_, u)| !**u) {
+            Some(((k, _), _)) => Err(format!("pattern '{}': unknown key '{k}'", self.spec)),
+            None => Ok(()),
+        }
+    }
+}
+
+const DEFAULT_SIZE: u64 = 64 << 20;
+const DEFAULT_BS: u64 = 4096;
+
+impl Pattern {
+    /// Parse a spec such as `seq:size=1g,bs=16k` or `paper:read=30,seek=2,repeat=984`.
+    pub fn parse(spec: &str) -> Result<Pattern, String> {
+        let spec = spec.trim();
+        let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
+        let (name, rest) = if name == "iozone" {
+            let (test, rest) = rest.split_once(':').unwrap_or((rest, ""));
+            (test, rest)
+        } else {
+            (name, rest)
+        };
+        let iozone = spec.starts_with("iozone");
+        let mut a = Args::parse(spec, rest)?;
+        let size = a.size("size", DEFAULT_SIZE)?;
+        let bs = a.size("bs", if iozone { 128 << 10 } else { DEFAULT_BS })?;
+        let pattern = match (iozone, name) {
+            (false, "paper") => {
+                let p = Pattern::Paper {
+                    read_pages: a.number("read", 0)?,
+                    seek_pages: a.number("seek", 0)?,
+                    repeat: a.number("repeat", 0)?,
+                    first_page: a.number("first", 0)?,
+                };
+                if let Pattern::Paper { read_pages: 0, .. } | Pattern::Paper { repeat: 0, .. } = p {
+                    return Err(format!("pattern '{spec}': paper needs read=R,seek=S,repeat=N with R and N above 0"));
+                }
+                p
+            }
+            (false, "seq") | (true, "read") | (true, "pread") => Pattern::Sequential { size, bs },
+            (false, "reverse") | (true, "reverse") => Pattern::Reverse { size, bs },
+            (false, "stride") | (true, "stride") => {
+                let default_stride = if iozone { 17 * bs.0 } else { 8 * bs.0 };
+                let stride = a.size("stride", default_stride)?;
+                if stride < bs {
+                    return Err(format!("pattern '{spec}': stride must be at least bs"));
+                }
+                Pattern::Stride { size, bs, stride }
+            }
+            (false, "random") | (true, "random") => {
+                let count = a.number("count", size.0 / bs.0.max(1))?;
+                Pattern::Random { size, bs, count, seed: a.number("seed", 1)? }
+            }
+            (true, "mix") => {
+                let count = a.number("count", size.0 / bs.0.max(1))?;
+                Pattern::RandomMix { size, bs, count, seed: a.number("seed", 1)? }
+            }
+            (true, "reread") => Pattern::Reread { size, bs },
+            (false, "interleaved") => Pattern::Interleaved { size, bs, streams: a.number("streams", 16)? },
+            (false, "shuffled") => {
+                Pattern::Shuffled { size, bs, group: a.number("group", 16)?, seed: a.number("seed", 1)? }
+            }
+            (false, "manyfiles") => Pattern::ManyFiles { files: a.number("files", 1000)?, size, bs },
+            (true, other) => {
+                return Err(format!(
+                    "unknown iozone test '{other}'; known: read, reread, reverse, stride, random, mix, pread"
+                ))
+            }
+            (false, other) => {
+                return Err(format!("unknown pattern '{other}'; known patterns: {}", PATTERN_NAMES.join(", ")))
+            }
+        };
+        a.finish()?;
+        pattern.validate(spec)?;
+        Ok(pattern)
+    }
+
+    fn validate(&self, spec: &str) -> Result<(), String> {
+        let (size, bs) = match *self {
+            Pattern::Paper { .. } => return Ok(()),
+            Pattern::Sequential { size, bs }
+            | Pattern::Reverse { size, bs }
+            | Pattern::Stride { size, bs, .. }
+            | Pattern::Random { size, bs, .. }
+            | Pattern::RandomMix { size, bs, .. }
+            | Pattern::Reread { size, bs }
+            | Pattern::Interleaved { size, bs, .. }
+            | Pattern::Shuffled { size, bs, .. }
+            | Pattern::ManyFiles { size, bs, .. } => (size, bs),
+        };
+        if bs.0 == 0 || size.0 == 0 {
+            return Err(format!("pattern '{spec}': size and bs must be above 0"));
+        }
+        if bs > size {
+            return Err(format!("pattern '{spec}': bs ({}) is larger than size ({})", bs.0, size.0));
+        }
+        match *self {
+            Pattern::Interleaved { streams: 0, .. } | Pattern::Shuffled { group: 0, .. } | Pattern::ManyFiles { files: 0, .. } => {
+                Err(format!("pattern '{spec}': streams, group and files must be above 0"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The workload this pattern describes: files and a lazily generated stream of reads.
+    pub fn workload(&self) -> Workload {
+        let one_file = |size: Bytes| vec![FileSpec { name: "file0".into(), size }];
+        let open0 = std::iter::once(Event::Open { handle: 0, file: 0 });
+        let read0 = |offset: u64, len: u64| Event::Read { handle: 0, offset: Bytes(offset), len: Bytes(len) };
+        match *self {
+            Pattern::Paper { read_pages, seek_pages, repeat, first_page } => {
+                let step = read_pages + seek_pages;
+                // The file goes on well past the last read: the paper's windows are not cut at EOF.
+                let size = Bytes::of_pages(first_page + step * repeat + 1024);
+                let reads = (0..repeat).map(move |i| {
+                    let start = first_page + i * step;
+                    Event::Read { handle: 0, offset: Bytes::of_page(start), len: Bytes::of_pages(read_pages) }
+                });
+                Workload { files: one_file(size), events: Box::new(open0.chain(reads)) }
+            }
+            Pattern::Sequential { size, bs } => {
+                let reads = (0..size.0.div_ceil(bs.0)).map(move |i| read0(i * bs.0, bs.0));
+                Workload { files: one_file(size), events: Box::new(open0.chain(reads)) }
+            }
+            Pattern::Reread { size, bs } => {
+                let n = size.0.div_ceil(bs.0);
+                let reads = (0..2 * n).map(move |i| read0((i % n) * bs.0, bs.0));
+                Workload { files: one_file(size), events: Box::new(open0.chain(reads)) }
+            }
+            Pattern::Reverse { size, bs } => {
+                let n = size.0.div_ceil(bs.0);
+                let reads = (0..n).rev().map(move |i| read0(i * bs.0, bs.0));
+                Workload { files: one_file(size), events: Box::new(open0.chain(reads)) }
+            }
+            Pattern::Stride { size, bs, stride } => {
+                let reads = (0..size.0.div_ceil(stride.0)).map(move |i| read0(i * stride.0, bs.0));
+                Workload { files: one_file(size), events: Box::new(open0.chain(reads)) }
+            }
+            Pattern::Random { size, bs, count, seed } => {
+                let records = (size.0 / bs.0).max(1);
+                let mut rng = SplitMix64(seed);
+                let reads = (0..count).map(move |_| read0(rng.below(records) * bs.0, bs.0));
+                Workload { files: one_file(size), events: Box::new(open0.chain(reads)) }
+            }
+            Pattern::RandomMix { size, bs, count, seed } => {
+                let records = (size.0 / bs.0).max(1);
+                let mut rng = SplitMix64(seed);
+                let mut next = 0;
+                let reads = (0..count).map(move |_| {
+                    let record = if rng.below(2) == 0 { rng.below(records) } else { next % records };
+                    next = record + 1;
+                    read0(record * bs.0, bs.0)
+                });
+                Workload { files: one_file(size), events: Box::new(open0.chain(reads)) }
+            }
+            Pattern::Interleaved { size, bs, streams } => {
+                let per_stream = (size.0 / streams).max(bs.0);
+                let reads_per_stream = per_stream.div_ceil(bs.0);
+                let reads = (0..reads_per_stream * streams).map(move |i| {
+                    let (round, stream) = (i / streams, i % streams);
+                    read0(stream * per_stream + round * bs.0, bs.0.min(per_stream - round * bs.0))
+                });
+                Workload { files: one_file(Bytes(per_stream * streams)), events: Box::new(open0.chain(reads)) }
+            }
+            Pattern::Shuffled { size, bs, group, seed } => {
+                let n = size.0.div_ceil(bs.0);
+                let mut rng = SplitMix64(seed);
+                let mut order: Vec<u64> = Vec::new();
+                let reads = (0..n.div_ceil(group)).flat_map(move |g| {
+                    let lo = g * group;
+                    let hi = (lo + group).min(n);
+                    order.clear();
+                    order.extend(lo..hi);
+                    for i in (1..order.len()).rev() {
+                        let j = rng.below(i as u64 + 1) as usize;
+                        order.swap(i, j);
+                    }
+                    order.clone().into_iter().map(move |r| read0(r * bs.0, bs.0))
+                });
+                Workload { files: one_file(size), events: Box::new(open0.chain(reads)) }
+            }
+            Pattern::ManyFiles { files, size, bs } => {
+                let specs = (0..files).map(|i| FileSpec { name: format!("file{i}"), size }).collect();
+                let opens = (0..files).map(|i| Event::Open { handle: i as u32, file: i as u32 });
+                let rounds = size.0.div_ceil(bs.0);
+                let reads = (0..rounds * files).map(move |i| {
+                    let (round, f) = (i / files, i % files);
+                    Event::Read { handle: f as u32, offset: Bytes(round * bs.0), len: bs }
+                });
+                Workload { files: specs, events: Box::new(opens.chain(reads)) }
+            }
+        }
+    }
+
+    /// Pages the pattern reads in all (with repeats), for sizing benchmarks.
+    pub fn pages_read(&self) -> u64 {
+        let pages = |b: Bytes| b.0.div_ceil(PAGE_SIZE);
+        match *self {
+            Pattern::Paper { read_pages, repeat, .. } => read_pages * repeat,
+            Pattern::Sequential { size, .. } | Pattern::Reverse { size, .. } => pages(size),
+            Pattern::Reread { size, .. } => 2 * pages(size),
+            Pattern::Stride { size, bs, stride } => size.0.div_ceil(stride.0) * pages(bs),
+            Pattern::Random { bs, count, .. } | Pattern::RandomMix { bs, count, .. } => count * pages(bs),
+            Pattern::Interleaved { size, .. } | Pattern::Shuffled { size, .. } => pages(size),
+            Pattern::ManyFiles { files, size, .. } => files * pages(size),
+        }
+    }
+}
+
+/// A small, fast, seeded generator (SplitMix64): patterns must be the same on every machine.
+#[derive(Clone, Debug)]
+pub struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reads(p: &Pattern) -> Vec<(u64, u64)> {
+        p.workload()
+            .events
+            .filter_map(|e| match e {
+                Event::Read { offset, len, .. } => Some((offset.0, len.0)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn paper_pattern_reads_then_seeks() {
+        let p = Pattern::parse("paper:read=30,seek=2,repeat=3").unwrap();
+        let r: Vec<(u64, u64)> = reads(&p).iter().map(|&(o, l)| (o / 4096, l / 4096)).collect();
+        assert_eq!(r, [(0, 30), (32, 30), (64, 30)]);
+    }
+
+    #[test]
+    fn reverse_and_stride() {
+        assert_eq!(reads(&Pattern::parse("reverse:size=12k,bs=4k").unwrap()), [(8192, 4096), (4096, 4096), (0, 4096)]);
+        assert_eq!(reads(&Pattern::parse("stride:size=32k,bs=4k,stride=16k").unwrap()), [(0, 4096), (16384, 4096)]);
+    }
+
+    #[test]
+    fn interleaved_streams_take_turns() {
+        let r = reads(&Pattern::parse("interleaved:streams=2,size=16k,bs=4k").unwrap());
+        assert_eq!(r, [(0, 4096), (8192, 4096), (4096, 4096), (12288, 4096)]);
+    }
+
+    #[test]
+    fn shuffled_groups_cover_each_read_once() {
+        let mut r = reads(&Pattern::parse("shuffled:group=16,size=256k,bs=4k,seed=7").unwrap());
+        assert_ne!(r, (0..64).map(|i| (i * 4096, 4096)).collect::<Vec<_>>(), "order is shuffled");
+        r.sort();
+        assert_eq!(r, (0..64).map(|i| (i * 4096, 4096)).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn bad_specs_are_refused_with_a_reason() {
+        for bad in ["nope", "seq:size", "seq:size=1q", "seq:bogus=1", "paper:read=0", "seq:size=4k,bs=8k", "iozone:what"] {
+            let e = Pattern::parse(bad).unwrap_err();
+            assert!(!e.is_empty(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! Readahead policies: pure state machines that decide, while a driver acts.
+//!
+//! A [`Policy`] is one per open file, like the kernel's `struct file_ra_state`. The driver (the
+//! simulator, later the engine) calls [`Policy::on_read`] once for every application read. The
+//! policy looks at the cache through [`RaContext`] (is a page present, does it carry a readahead
+//! marker) and asks the driver to start I/O with [`RaContext::start_io`]: page ranges marked
+//! synchronous (the reader waits for them) or ahead (asynchronous), each with an optional marker
+//! page whose later touch is the cue for the next ahead window. The policy never does I/O, reads
+//! a clock or allocates per call.
+//!
+//! Each policy keeps its own caller semantics inside `on_read`: the 2.6.0 and 2.6.7 models walk
+//! the read page by page as `do_generic_mapping_read` did, Pratt's is called per request chunk,
+//! on-demand reacts only to a miss or a marker. After `on_read` returns, the driver reads any
+//! page of the request that is still absent, one request per contiguous run: a policy that only
+//! reads ahead need not read the request itself.
+//!
+//! One file per policy, each opening with a comment that tells its algorithm and its source.
+
+mod fixed;
+mod linux_2_6_0;
+mod linux_2_6_7;
+mod linux_ondemand;
+mod none;
+mod pratt;
+
+pub use fixed::Fixed;
+pub use linux_2_6_0::Linux260;
+pub use linux_2_6_7::Linux267;
+pub use linux_ondemand::LinuxOndemand;
+pub use none::NoReadahead;
+pub use pratt::Pratt;
+
+use crate::units::Bytes;
+
+/// One application read, as the policy sees it: a byte range, already clipped to the file's end
+/// by the driver and never empty.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AppRead {
+    /// Byte offset of the read.
+    pub offset: Bytes,
+    /// Byte length of the read (at least 1).
+    pub len: Bytes,
+}
+
+impl AppRead {
+    /// A read of whole pages: `pages` pages from page `first_page`.
+    pub fn pages(first_page: u64, pages: u64) -> AppRead {
+        AppRead { offset: Bytes::of_page(first_page), len: Bytes::of_pages(pages) }
+    }
+
+    /// First page the read touches.
+    pub fn first_page(&self) -> u64 {
+        self.offset.page()
+    }
+
+    /// One past the last page the read touches.
+    pub fn end_page(&self) -> u64 {
+        Bytes::page_span(self.offset, self.len).1
+    }
+
+    /// Number of pages the read touches.
+    pub fn page_count(&self) -> u64 {
+        self.end_page() - self.first_page()
+    }
+
+    /// Exclusive end of the read in bytes.
+    pub fn end_byte(&self) -> Bytes {
+        Bytes(self.offset.0 + self.len.0)
+    }
+}
+
+/// Whether the reader waits for an I/O.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IoKind {
+    /// The reader is blocked on it (a cache miss, the kernel's synchronous readahead).
+    Sync,
+    /// Read ahead of the reader, asynchronously.
+    Ahead,
+}
+
+/// An I/O the policy asks the driver to start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IoRequest {
+    /// First page of the range.
+    pub start_page: u64,
+    /// Length of the range in pages.
+    pub pages: u64,
+    /// Synchronous or ahead.
+    pub kind: IoKind,
+    /// Page that gets the readahead marker, if it is one of the pages this I/O newly brings in.
+    pub marker_page: Option<u64>,
+}
+
+impl IoRequest {
+    /// A range the reader waits for, with no marker.
+    pub fn sync(start_page: u64, pages: u64) -> IoRequest {
+        IoRequest { start_page, pages, kind: IoKind::Sync, marker_page: None }
+    }
+
+    /// A range read ahead of the reader, with no marker.
+    pub fn ahead(start_page: u64, pages: u64) -> IoRequest {
+        IoRequest { start_page, pages, kind: IoKind::Ahead, marker_page: None }
+    }
+
+    /// The same range with a marker on `page`.
+    pub fn with_marker(mut self, page: u64) -> IoRequest {
+        self.marker_page = Some(page);
+        self
+    }
+}
+
+/// What a policy sees of the driver: the cache, and the one way to act on it.
+pub trait RaContext {
+    /// Size of the file in pages: nothing at or past this page exists.
+    fn file_pages(&self) -> u64;
+    /// Whether `page` is in the cache (ready or in flight).
+    fn is_cached(&self, page: u64) -> bool;
+    /// Whether `page` is cached and carries a readahead marker.
+    fn has_marker(&self, page: u64) -> bool;
+    /// Remove the marker from `page`, if it has one.
+    fn clear_marker(&mut self, page: u64);
+    /// Start I/O. The driver clips the range at the end of the file, skips pages already cached,
+    /// issues one device request per contiguous run of absent pages, and places the marker only
+    /// if the marker page is one it newly brought in (as `page_cache_ra_unbounded` does).
+    /// Returns the number of pages newly brought in.
+    fn start_io(&mut self, io: IoRequest) -> u64;
+}
+
+/// An application's hint about its access pattern (`posix_fadvise`, `readahead(2)`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hint {
+    /// Back to default behaviour (`POSIX_FADV_NORMAL`).
+    Normal,
+    /// The file will be read sequentially (`POSIX_FADV_SEQUENTIAL`).
+    Sequential,
+    /// The file will be read randomly (`POSIX_FADV_RANDOM`).
+    Random,
+    /// This range will be needed soon (`POSIX_FADV_WILLNEED`, `readahead(2)`).
+    WillNeed {
+        /// First page of the range.
+        start_page: u64,
+        /// Length in pages.
+        pages: u64,
+    },
+    /// This range will not be needed (`POSIX_FADV_DONTNEED`); the driver drops its pages.
+    DontNeed {
+        /// First page of the range.
+        start_page: u64,
+        /// Length in pages.
+        pages: u64,
+    },
+    /// Never read ahead at or past this page (a lock extent, a range the caller owns).
+    Limit {
+        /// First page readahead must not touch.
+        end_page: u64,
+    },
+}
+
+/// A readahead algorithm's per-open-file state.
+pub trait Policy: Send {
+    /// The policy's name, as given on the command line.
+    fn name(&self) -> &'static str;
+
+    /// The application reads `read`. Start whatever I/O the algorithm wants through `ctx`.
+    fn on_read(&mut self, read: AppRead, ctx: &mut dyn RaContext);
+
+    /// Feedback: `pages` pages read ahead by this file were evicted before anyone used them.
+    fn on_thrashed(&mut self, _pages: u64) {}
+
+    /// Feedback: the device queue became congested (`true`) or drained (`false`).
+    fn on_congestion(&mut self, _congested: bool) {}
+
+    /// A hint from the application.
+    fn on_hint(&mut self, _hint: Hint, _ctx: &mut dyn RaContext) {}
+}
+
+/// Settings shared by every policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PolicyConfig {
+    /// Maximum readahead window in pages (the kernel's `ra_pages`; default 32 = 128 KiB).
+    pub ra_max_pages: u64,
+    /// Largest single I/O the device takes, in pages (the kernel's `io_pages`, from
+    /// `max_sectors_kb`). Only on-demand's oversize reads use it.
+    pub io_max_pages: u64,
+    /// Window of the `fixed` baseline in pages.
+    pub fixed_pages: u64,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        PolicyConfig { ra_max_pages: 32, io_max_pages: 32, fixed_pages: 32 }
+    }
+}
+
+/// Every policy the project knows, by command-line name, with a one-line description.
+pub const POLICIES: &[(&str, &str)] = &[
+    ("none", "read exactly what is asked, nothing more"),
+    ("fixed", "read the request plus a fixed number of pages after it"),
+    ("linux-2.6.0", "Linux 2.6.0: the paper's Figure 1, called once per page"),
+    ("linux-2.6.7", "Linux 2.6.7: the paper's Figure 2 with its simplification"),
+    ("pratt", "Steven Pratt's simplified readahead, as merged in 2.6.11"),
+    ("linux-ondemand", "today's Linux on-demand readahead with markers and context readahead"),
+];
+
+/// Make a fresh per-file instance of the policy called `name`.
+pub fn by_name(name: &str, config: PolicyConfig) -> Result<Box<dyn Policy>, String> {
+    Ok(match name {
+        "none" => Box::new(NoReadahead),
+        "fixed" => Box::new(Fixed::new(config.fixed_pages)),
+        "linux-2.6.0" => Box::new(Linux260::new(config.ra_max_pages)),
+        "linux-2.6.7" => Box::new(Linux267::new(config.ra_max_pages)),
+        "pratt" => Box::new(Pratt::new(config.ra_max_pages)),
+        "linux-ondemand" => Box::new(LinuxOndemand::new(config.ra_max_pages, config.io_max_pages)),
+        other => {
+            let known: Vec<&str> = POLICIES.iter().map(|(n, _)| *n).collect();
+            return Err(format!("unknown policy '{other}'; known policies: {}", known.join(", ")));
+        }
+    })
+}
+
+/// Check a policy name without building one.
+pub fn validate_name(name: &str) -> Result<(), String> {
+    by_name(name, PolicyConfig::default()).map(|_| ())
+}

@@ -1,0 +1,248 @@
+//! The page cache model: a fixed capacity in pages, one LRU over every file, and per page the
+//! facts readahead cares about (present, marker, used, when its data arrives, who read it).
+//!
+//! Lookups are a direct index per file (`Vec` from page to slot), and the LRU is an intrusive
+//! doubly linked list over a slab of slots, so a hit costs a few memory accesses and no
+//! allocation: the simulator has to run tens of millions of page accesses a second.
+
+const NIL: u32 = u32::MAX;
+
+const MARKER: u8 = 1;
+const USED: u8 = 2;
+
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    file: u32,
+    owner: u32,
+    page: u64,
+    prev: u32,
+    next: u32,
+    ready_ns: u64,
+    loaded_seq: u64,
+    flags: u8,
+}
+
+/// A page that was evicted, and whether anyone had used it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Evicted {
+    pub file: u32,
+    pub owner: u32,
+    pub used: bool,
+}
+
+/// The page cache model.
+#[derive(Debug)]
+pub(crate) struct PageCache {
+    capacity: usize,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    head: u32, // most recently used
+    tail: u32, // least recently used
+    files: Vec<Vec<u32>>,
+    len: usize,
+}
+
+impl PageCache {
+    pub(crate) fn new(capacity_pages: usize) -> PageCache {
+        PageCache {
+            capacity: capacity_pages.max(1),
+            slots: Vec::new(),
+            free: Vec::new(),
+            head: NIL,
+            tail: NIL,
+            files: Vec::new(),
+            len: 0,
+        }
+    }
+
+    /// Register a file; its pages are looked up by index from then on.
+    pub(crate) fn add_file(&mut self) -> u32 {
+        self.files.push(Vec::new());
+        (self.files.len() - 1) as u32
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    #[inline]
+    fn slot_of(&self, file: u32, page: u64) -> u32 {
+        match self.files[file as usize].get(page as usize) {
+            Some(&s) => s,
+            None => NIL,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn contains(&self, file: u32, page: u64) -> bool {
+        self.slot_of(file, page) != NIL
+    }
+
+    pub(crate) fn has_marker(&self, file: u32, page: u64) -> bool {
+        let s = self.slot_of(file, page);
+        s != NIL && self.slots[s as usize].flags & MARKER != 0
+    }
+
+    pub(crate) fn clear_marker(&mut self, file: u32, page: u64) {
+        let s = self.slot_of(file, page);
+        if s != NIL {
+            self.slots[s as usize].flags &= !MARKER;
+        }
+    }
+
+    fn unlink(&mut self, s: u32) {
+        let Slot { prev, next, .. } = self.slots[s as usize];
+        if prev != NIL {
+            self.slots[prev as usize].next = next;
+        } else {
+            self.head = next;
+        }
+        if next != NIL {
+            self.slots[next as usize].prev = prev;
+        } else {
+            self.tail = prev;
+        }
+    }
+
+    fn push_front(&mut self, s: u32) {
+        self.slots[s as usize].prev = NIL;
+        self.slots[s as usize].next = self.head;
+        if self.head != NIL {
+            self.slots[self.head as usize].prev = s;
+        }
+        self.head = s;
+        if self.tail == NIL {
+            self.tail = s;
+        }
+    }
+
+    /// Evict the least recently used page.
+    fn evict_lru(&mut self) -> Option<Evicted> {
+        let s = self.tail;
+        if s == NIL {
+            return None;
+        }
+        self.unlink(s);
+        let slot = self.slots[s as usize];
+        self.files[slot.file as usize][slot.page as usize] = NIL;
+        self.free.push(s);
+        self.len -= 1;
+        Some(Evicted { file: slot.file, owner: slot.owner, used: slot.flags & USED != 0 })
+    }
+
+    /// Insert an absent page at the MRU end, evicting the LRU page first if the cache is full.
+    /// Returns what was evicted, if anything.
+    pub(crate) fn insert(
+        &mut self,
+        file: u32,
+        owner: u32,
+        page: u64,
+        ready_ns: u64,
+        loaded_seq: u64,
+        marker: bool,
+    ) -> Option<Evicted> {
+        debug_assert!(!self.contains(file, page));
+        let evicted = if self.len >= self.capacity { self.evict_lru() } else { None };
+        let slot = Slot {
+            file,
+            owner,
+            page,
+            prev: NIL,
+            next: NIL,
+            ready_ns,
+            loaded_seq,
+            flags: if marker { MARKER } else { 0 },
+        };
+        let s = match self.free.pop() {
+            Some(s) => {
+                self.slots[s as usize] = slot;
+                s
+            }
+            None => {
+                self.slots.push(slot);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let table = &mut self.files[file as usize];
+        if table.len() <= page as usize {
+            table.resize(page as usize + 1, NIL);
+        }
+        table[page as usize] = s;
+        self.push_front(s);
+        self.len += 1;
+        evicted
+    }
+
+    /// The reader touches a cached page: move it to the MRU end and mark it used. Returns when
+    /// its data is ready, when it was loaded, and whether this is its first use.
+    #[inline]
+    pub(crate) fn touch(&mut self, file: u32, page: u64) -> Option<Touched> {
+        let s = self.slot_of(file, page);
+        if s == NIL {
+            return None;
+        }
+        if self.head != s {
+            self.unlink(s);
+            self.push_front(s);
+        }
+        let slot = &mut self.slots[s as usize];
+        let first_use = slot.flags & USED == 0;
+        slot.flags |= USED;
+        Some(Touched { ready_ns: slot.ready_ns, loaded_seq: slot.loaded_seq, first_use })
+    }
+
+    /// Drop a page (`POSIX_FADV_DONTNEED`).
+    pub(crate) fn remove(&mut self, file: u32, page: u64) -> Option<Evicted> {
+        let s = self.slot_of(file, page);
+        if s == NIL {
+            return None;
+        }
+        self.unlink(s);
+        let slot = self.slots[s as usize];
+        self.files[file as usize][page as usize] = NIL;
+        self.free.push(s);
+        self.len -= 1;
+        Some(Evicted { file: slot.file, owner: slot.owner, used: slot.flags & USED != 0 })
+    }
+}
+
+/// What touching a cached page told the reader.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Touched {
+    pub ready_ns: u64,
+    pub loaded_seq: u64,
+    pub first_use: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lru_evicts_the_least_recently_touched_page() {
+        let mut c = PageCache::new(2);
+        let f = c.add_file();
+        assert_eq!(c.insert(f, 0, 0, 0, 0, false), None);
+        assert_eq!(c.insert(f, 0, 1, 0, 0, false), None);
+        c.touch(f, 0);
+        let ev = c.insert(f, 0, 2, 0, 0, false).expect("full cache evicts");
+        assert!(!ev.used, "page 1 was never touched");
+        assert!(c.contains(f, 0) && !c.contains(f, 1) && c.contains(f, 2));
+        assert_eq!(c.len(), 2);
+    }
+
+    #[test]
+    fn markers_are_per_page() {
+        let mut c = PageCache::new(4);
+        let f = c.add_file();
+        c.insert(f, 0, 3, 0, 0, true);
+        assert!(c.has_marker(f, 3));
+        c.clear_marker(f, 3);
+        assert!(!c.has_marker(f, 3));
+        assert!(!c.has_marker(f, 4));
+    }
+}

@@ -1,0 +1,530 @@
+//! The simulator: replays a [`Workload`] through a policy against a modelled page cache and
+//! device, and reports the paper's figures (pages read, wasted, requests) with modelled time.
+//!
+//! The driver loop per application read:
+//! 1. clip the read at the end of the file (a read at or past EOF does nothing);
+//! 2. hand it to the handle's policy, which starts I/O through [`RaContext`];
+//! 3. walk the read's pages as the reader would: a page still absent is read synchronously (one
+//!    request per contiguous absent run); a page whose data is not there yet stalls the reader
+//!    until it is; then the reader spends `compute_ns_per_page` on it;
+//! 4. tell policies whose read-ahead pages were evicted unused (thrashing).
+//!
+//! Every I/O starts at the time of the read that caused it. Two accountings run side by side:
+//! the faithful one (only absent pages are read; wasted = read but never used) and the paper's
+//! (every page of every window counts as read, cached or not; wasted = read - requested), which
+//! is how the 2004 paper's simulator counted (shared/research/paper_calibration.md).
+
+mod cache;
+mod device;
+
+pub use device::DeviceModel;
+
+use crate::policy::{self, AppRead, Hint, IoKind, IoRequest, Policy, PolicyConfig, RaContext};
+use crate::units::{Bytes, PAGE_SIZE};
+use crate::workload::{Event, Workload};
+use cache::PageCache;
+use device::Device;
+
+/// Settings of one simulation.
+#[derive(Clone, Copy, Debug)]
+pub struct SimConfig {
+    /// Page cache capacity in pages.
+    pub cache_pages: usize,
+    /// The device.
+    pub device: DeviceModel,
+    /// Time the reader spends on each page it reads, in nanoseconds.
+    pub compute_ns_per_page: u64,
+    /// Window sizes and other policy settings.
+    pub policy: PolicyConfig,
+    /// How a policy's I/O is counted (and what it is told it started).
+    pub accounting: Accounting,
+}
+
+/// How I/O is counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Accounting {
+    /// A real page cache: only absent pages are read, and a policy learns how many it started.
+    #[default]
+    Faithful,
+    /// The 2004 paper's simulator: every page of every window counts as read, cached or not,
+    /// and a policy is never told that a window was already cached. The faithful figures are
+    /// still kept beside these.
+    Paper,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            cache_pages: (256 << 20) / PAGE_SIZE as usize,
+            device: DeviceModel::NVME,
+            compute_ns_per_page: 0,
+            policy: PolicyConfig::default(),
+            accounting: Accounting::Faithful,
+        }
+    }
+}
+
+/// The figures of one run, under one accounting.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Metrics {
+    /// Pages the application asked for (each read's pages, clipped at EOF).
+    pub pages_requested: u64,
+    /// Pages read from the device.
+    pub pages_read: u64,
+    /// Pages read and never used by the end of the run.
+    pub wasted_pages: u64,
+    /// Device requests.
+    pub read_requests: u64,
+    /// `pages_read / read_requests`.
+    pub avg_request_pages: f64,
+    /// Requests the reader waited for.
+    pub sync_requests: u64,
+    /// Requests read ahead.
+    pub async_requests: u64,
+    /// Pages of reads that were already cached (or in flight) when the read began.
+    pub hit_pages: u64,
+    /// Pages read ahead and evicted before anyone used them.
+    pub thrashed_pages: u64,
+    /// Time the reader spent waiting for data, in milliseconds.
+    pub stall_ms: f64,
+    /// Modelled time from the first read to the end of the last, in milliseconds.
+    pub modeled_ms: f64,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Counters {
+    pages_requested: u64,
+    pages_read: u64,
+    used_pages: u64,
+    read_requests: u64,
+    sync_requests: u64,
+    async_requests: u64,
+    hit_pages: u64,
+    thrashed_pages: u64,
+    stall_ns: u64,
+    paper_pages_read: u64,
+    paper_requests: u64,
+    paper_sync: u64,
+    paper_async: u64,
+    first_ns: Option<u64>,
+    last_ns: u64,
+}
+
+impl Counters {
+    fn add(&mut self, o: &Counters) {
+        self.pages_requested += o.pages_requested;
+        self.pages_read += o.pages_read;
+        self.used_pages += o.used_pages;
+        self.read_requests += o.read_requests;
+        self.sync_requests += o.sync_requests;
+        self.async_requests += o.async_requests;
+        self.hit_pages += o.hit_pages;
+        self.thrashed_pages += o.thrashed_pages;
+        self.stall_ns += o.stall_ns;
+        self.paper_pages_read += o.paper_pages_read;
+        self.paper_requests += o.paper_requests;
+        self.paper_sync += o.paper_sync;
+        self.paper_async += o.paper_async;
+        self.first_ns = match (self.first_ns, o.first_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last_ns = self.last_ns.max(o.last_ns);
+    }
+
+    fn modeled_ms(&self) -> f64 {
+        (self.last_ns - self.first_ns.unwrap_or(self.last_ns)) as f64 / 1e6
+    }
+
+    fn faithful(&self) -> Metrics {
+        Metrics {
+            pages_requested: self.pages_requested,
+            pages_read: self.pages_read,
+            wasted_pages: self.pages_read - self.used_pages,
+            read_requests: self.read_requests,
+            avg_request_pages: ratio(self.pages_read, self.read_requests),
+            sync_requests: self.sync_requests,
+            async_requests: self.async_requests,
+            hit_pages: self.hit_pages,
+            thrashed_pages: self.thrashed_pages,
+            stall_ms: self.stall_ns as f64 / 1e6,
+            modeled_ms: self.modeled_ms(),
+        }
+    }
+
+    fn paper(&self) -> Metrics {
+        Metrics {
+            pages_read: self.paper_pages_read,
+            wasted_pages: self.paper_pages_read.saturating_sub(self.pages_requested),
+            read_requests: self.paper_requests,
+            avg_request_pages: ratio(self.paper_pages_read, self.paper_requests),
+            sync_requests: self.paper_sync,
+            async_requests: self.paper_async,
+            ..self.faithful()
+        }
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// One file's figures in a run.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct FileReport {
+    /// The file's name.
+    pub file: String,
+    /// Its figures (faithful accounting).
+    #[serde(flatten)]
+    pub metrics: Metrics,
+}
+
+/// The result of one run of one policy.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct RunReport {
+    /// The policy's name.
+    pub policy: String,
+    /// Figures with a faithful page cache.
+    pub faithful: Metrics,
+    /// Figures counted the way the 2004 paper counted.
+    pub paper: Metrics,
+    /// Per-file figures (faithful).
+    pub files: Vec<FileReport>,
+}
+
+struct FileState {
+    name: String,
+    pages: u64,
+    counters: Counters,
+}
+
+struct OpenState {
+    file: u32,
+    policy: Box<dyn Policy>,
+    congested: bool,
+}
+
+/// The simulator's state during a run.
+pub struct Simulator {
+    config: SimConfig,
+    policy_name: String,
+    cache: PageCache,
+    device: Device,
+    files: Vec<FileState>,
+    opens: Vec<Option<OpenState>>,
+    thrash: ThrashLog,
+    now_ns: u64,
+    seq: u64,
+}
+
+/// Handles whose pages were evicted unused since the last delivery, with counts.
+#[derive(Default)]
+struct ThrashLog {
+    per_owner: Vec<u64>,
+    dirty: Vec<u32>,
+}
+
+impl ThrashLog {
+    fn record(&mut self, owner: u32) {
+        let i = owner as usize;
+        if self.per_owner.len() <= i {
+            self.per_owner.resize(i + 1, 0);
+        }
+        if self.per_owner[i] == 0 {
+            self.dirty.push(owner);
+        }
+        self.per_owner[i] += 1;
+    }
+}
+
+impl Simulator {
+    /// A simulator that gives every opened handle a fresh instance of `policy_name`.
+    pub fn new(policy_name: &str, config: SimConfig) -> Result<Simulator, String> {
+        policy::validate_name(policy_name)?;
+        if config.cache_pages == 0 {
+            return Err("the cache must hold at least one page".into());
+        }
+        Ok(Simulator {
+            config,
+            policy_name: policy_name.to_string(),
+            cache: PageCache::new(config.cache_pages),
+            device: Device::new(config.device),
+            files: Vec::new(),
+            opens: Vec::new(),
+            thrash: ThrashLog::default(),
+            now_ns: 0,
+            seq: 0,
+        })
+    }
+
+    /// Add a file of `size` bytes; returns its index.
+    pub fn add_file(&mut self, name: &str, size: Bytes) -> u32 {
+        let id = self.cache.add_file();
+        self.files.push(FileState { name: name.to_string(), pages: size.pages_ceil(), counters: Counters::default() });
+        debug_assert_eq!(id as usize, self.files.len() - 1);
+        id
+    }
+
+    /// Open `file` as `handle` (replacing any handle of that number).
+    pub fn open(&mut self, handle: u32, file: u32) -> Result<(), String> {
+        if file as usize >= self.files.len() {
+            return Err(format!("open of unknown file #{file}"));
+        }
+        let policy = policy::by_name(&self.policy_name, self.config.policy)?;
+        let h = handle as usize;
+        if self.opens.len() <= h {
+            self.opens.resize_with(h + 1, || None);
+        }
+        self.opens[h] = Some(OpenState { file, policy, congested: false });
+        Ok(())
+    }
+
+    /// Close `handle`.
+    pub fn close(&mut self, handle: u32) {
+        if let Some(slot) = self.opens.get_mut(handle as usize) {
+            *slot = None;
+        }
+    }
+
+    fn open_state(&mut self, handle: u32) -> Result<&mut OpenState, String> {
+        self.opens
+            .get_mut(handle as usize)
+            .and_then(|o| o.as_mut())
+            .ok_or_else(|| format!("handle {handle} is not open"))
+    }
+
+    /// Pass a hint to `handle`'s policy. `DontNeed` also drops the range's pages from the cache.
+    pub fn hint(&mut self, handle: u32, hint: Hint) -> Result<(), String> {
+        let file = self.open_state(handle)?.file;
+        if let Hint::DontNeed { start_page, pages } = hint {
+            let end = start_page.saturating_add(pages).min(self.files[file as usize].pages);
+            for p in start_page..end {
+                self.cache.remove(file, p);
+            }
+        }
+        let Simulator { opens, cache, device, files, thrash, now_ns, seq, .. } = self;
+        let open = opens[handle as usize].as_mut().expect("checked above");
+        let paper = self.config.accounting == Accounting::Paper;
+        let mut ctx = Ctx { cache, device, files, thrash, file, owner: handle, now_ns: *now_ns, seq: *seq, paper };
+        open.policy.on_hint(hint, &mut ctx);
+        self.deliver_thrash();
+        Ok(())
+    }
+
+    /// The application reads `len` bytes at `offset` through `handle`.
+    pub fn read(&mut self, handle: u32, offset: Bytes, len: Bytes) -> Result<(), String> {
+        let file = self.open_state(handle)?.file;
+        let file_pages = self.files[file as usize].pages;
+        let file_bytes = Bytes::of_pages(file_pages);
+        // Clip at EOF (page granularity: the model knows sizes in pages).
+        let end = offset.0.saturating_add(len.0).min(file_bytes.0);
+        if end <= offset.0 {
+            return Ok(());
+        }
+        let read = AppRead { offset, len: Bytes(end - offset.0) };
+        self.seq += 1;
+        let congested = self.device.congested(self.now_ns);
+
+        let Simulator { opens, cache, device, files, thrash, now_ns, seq, config, .. } = self;
+        let open = opens[handle as usize].as_mut().expect("checked above");
+        if open.congested != congested {
+            open.congested = congested;
+            open.policy.on_congestion(congested);
+        }
+        let paper = config.accounting == Accounting::Paper;
+        let mut ctx = Ctx { cache, device, files, thrash, file, owner: handle, now_ns: *now_ns, seq: *seq, paper };
+        open.policy.on_read(read, &mut ctx);
+
+        // The reader walks its pages.
+        let (first, last) = (read.first_page(), read.end_page());
+        let mut now = *now_ns;
+        let mut c = Counters::default();
+        let mut p = first;
+        while p < last {
+            let touched = match ctx.cache.touch(file, p) {
+                Some(t) => t,
+                None => {
+                    // Absent: read this page and the absent ones after it in one request.
+                    let mut run_end = p + 1;
+                    while run_end < last && !ctx.cache.contains(file, run_end) {
+                        run_end += 1;
+                    }
+                    ctx.now_ns = now;
+                    ctx.start_io(IoRequest::sync(p, run_end - p));
+                    ctx.cache.touch(file, p).expect("a page just read is cached")
+                }
+            };
+            if touched.loaded_seq < *seq {
+                c.hit_pages += 1;
+            }
+            if touched.first_use {
+                c.used_pages += 1;
+            }
+            if touched.ready_ns > now {
+                c.stall_ns += touched.ready_ns - now;
+                now = touched.ready_ns;
+            }
+            now += config.compute_ns_per_page;
+            p += 1;
+        }
+        let fc = &mut files[file as usize].counters;
+        fc.first_ns.get_or_insert(*now_ns);
+        fc.pages_requested += last - first;
+        fc.hit_pages += c.hit_pages;
+        fc.used_pages += c.used_pages;
+        fc.stall_ns += c.stall_ns;
+        fc.last_ns = now;
+        *now_ns = now;
+        self.deliver_thrash();
+        Ok(())
+    }
+
+    fn deliver_thrash(&mut self) {
+        while let Some(owner) = self.thrash.dirty.pop() {
+            let n = std::mem::take(&mut self.thrash.per_owner[owner as usize]);
+            if let Some(Some(open)) = self.opens.get_mut(owner as usize) {
+                open.policy.on_thrashed(n);
+            }
+        }
+    }
+
+    /// Replay a whole workload.
+    pub fn run_workload(&mut self, workload: Workload) -> Result<(), String> {
+        let ids: Vec<u32> = workload.files.iter().map(|f| self.add_file(&f.name, f.size)).collect();
+        for event in workload.events {
+            match event {
+                Event::Open { handle, file } => {
+                    let id = *ids.get(file as usize).ok_or_else(|| format!("open of unknown file #{file}"))?;
+                    self.open(handle, id)?;
+                }
+                Event::Read { handle, offset, len } => self.read(handle, offset, len)?,
+                Event::Hint { handle, hint } => self.hint(handle, hint)?,
+                Event::Close { handle } => self.close(handle),
+            }
+        }
+        Ok(())
+    }
+
+    /// Pages in the cache now (never more than its capacity).
+    pub fn cached_pages(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// The cache's capacity in pages.
+    pub fn cache_capacity(&self) -> usize {
+        self.cache.capacity()
+    }
+
+    /// The device model in use.
+    pub fn device(&self) -> &DeviceModel {
+        self.device.model()
+    }
+
+    /// The figures so far.
+    pub fn report(&self) -> RunReport {
+        let mut total = Counters::default();
+        let mut files = Vec::with_capacity(self.files.len());
+        for f in &self.files {
+            total.add(&f.counters);
+            files.push(FileReport { file: f.name.clone(), metrics: f.counters.faithful() });
+        }
+        RunReport { policy: self.policy_name.clone(), faithful: total.faithful(), paper: total.paper(), files }
+    }
+}
+
+/// Run `workload` through `policy_name` with `config`.
+pub fn run(policy_name: &str, config: SimConfig, workload: Workload) -> Result<RunReport, String> {
+    let mut sim = Simulator::new(policy_name, config)?;
+    sim.run_workload(workload)?;
+    Ok(sim.report())
+}
+
+/// The driver's side of [`RaContext`] for one call into a policy.
+struct Ctx<'a> {
+    cache: &'a mut PageCache,
+    device: &'a mut Device,
+    files: &'a mut Vec<FileState>,
+    thrash: &'a mut ThrashLog,
+    file: u32,
+    owner: u32,
+    now_ns: u64,
+    seq: u64,
+    paper: bool,
+}
+
+impl RaContext for Ctx<'_> {
+    fn file_pages(&self) -> u64 {
+        self.files[self.file as usize].pages
+    }
+
+    fn is_cached(&self, page: u64) -> bool {
+        self.cache.contains(self.file, page)
+    }
+
+    fn has_marker(&self, page: u64) -> bool {
+        self.cache.has_marker(self.file, page)
+    }
+
+    fn clear_marker(&mut self, page: u64) {
+        self.cache.clear_marker(self.file, page);
+    }
+
+    fn start_io(&mut self, io: IoRequest) -> u64 {
+        let file_pages = self.file_pages();
+        let start = io.start_page;
+        let end = start.saturating_add(io.pages).min(file_pages);
+        if end <= start {
+            return 0;
+        }
+        {
+            let c = &mut self.files[self.file as usize].counters;
+            c.paper_pages_read += end - start;
+            c.paper_requests += 1;
+            match io.kind {
+                IoKind::Sync => c.paper_sync += 1,
+                IoKind::Ahead => c.paper_async += 1,
+            }
+        }
+        let mut started = 0;
+        let mut p = start;
+        while p < end {
+            if self.cache.contains(self.file, p) {
+                p += 1;
+                continue;
+            }
+            let mut run_end = p + 1;
+            while run_end < end && !self.cache.contains(self.file, run_end) {
+                run_end += 1;
+            }
+            let n = run_end - p;
+            let ready = self.device.submit(self.now_ns, self.file, p, n);
+            for q in p..run_end {
+                let marker = io.marker_page == Some(q);
+                if let Some(ev) = self.cache.insert(self.file, self.owner, q, ready, self.seq, marker) {
+                    if !ev.used {
+                        self.files[ev.file as usize].counters.thrashed_pages += 1;
+                        self.thrash.record(ev.owner);
+                    }
+                }
+            }
+            let c = &mut self.files[self.file as usize].counters;
+            c.pages_read += n;
+            c.read_requests += 1;
+            match io.kind {
+                IoKind::Sync => c.sync_requests += 1,
+                IoKind::Ahead => c.async_requests += 1,
+            }
+            started += n;
+            p = run_end;
+        }
+        if self.paper {
+            end - start
+        } else {
+            started
+        }
+    }
+}

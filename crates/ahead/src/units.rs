@@ -1,0 +1,96 @@
+//! Units: the classic readahead bug is mixing pages and bytes, so bytes get a type of their own.
+//!
+//! Page indices and page counts are plain `u64` named `*_page` / `pages`; byte offsets and lengths
+//! are [`Bytes`], and the only way from one to the other is through the methods here.
+
+use std::fmt;
+
+/// Size of one page, in bytes. The simulator and the policies work in 4 KiB pages, as the kernel
+/// does on x86-64.
+pub const PAGE_SIZE: u64 = 4096;
+
+/// A byte offset or a byte length.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Bytes(pub u64);
+
+impl Bytes {
+    /// The page that holds this byte offset.
+    pub fn page(self) -> u64 {
+        self.0 / PAGE_SIZE
+    }
+
+    /// Pages needed to hold this many bytes (rounded up).
+    pub fn pages_ceil(self) -> u64 {
+        self.0.div_ceil(PAGE_SIZE)
+    }
+
+    /// The byte offset where page `page` starts.
+    pub fn of_page(page: u64) -> Bytes {
+        Bytes(page.saturating_mul(PAGE_SIZE))
+    }
+
+    /// Byte length of `pages` whole pages.
+    pub fn of_pages(pages: u64) -> Bytes {
+        Bytes(pages.saturating_mul(PAGE_SIZE))
+    }
+
+    /// The pages `[first, end)` that a byte range `[offset, offset+len)` touches.
+    pub fn page_span(offset: Bytes, len: Bytes) -> (u64, u64) {
+        if len.0 == 0 {
+            return (offset.page(), offset.page());
+        }
+        (offset.page(), Bytes(offset.0.saturating_add(len.0)).pages_ceil())
+    }
+}
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} B", self.0)
+    }
+}
+
+/// Parse a size such as `4k`, `128KiB`, `1m`, `2G` or `4096` (bytes).
+pub fn parse_size(text: &str) -> Result<Bytes, String> {
+    let t = text.trim();
+    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    if digits_end == 0 {
+        return Err(format!("'{text}' is not a size: expected a number such as 4k, 128KiB or 1m"));
+    }
+    let number: u64 = t[..digits_end]
+        .parse()
+        .map_err(|_| format!("'{text}' is too large a size"))?;
+    let unit = t[digits_end..].trim().to_ascii_lowercase();
+    let mult: u64 = match unit.as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "p" | "page" | "pages" => PAGE_SIZE,
+        other => return Err(format!("'{text}': unknown size unit '{other}' (use k, m, g or p for pages)")),
+    };
+    number
+        .checked_mul(mult)
+        .map(Bytes)
+        .ok_or_else(|| format!("'{text}' is too large a size"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_span_rounds_out() {
+        assert_eq!(Bytes::page_span(Bytes(0), Bytes(4096)), (0, 1));
+        assert_eq!(Bytes::page_span(Bytes(4095), Bytes(2)), (0, 2));
+        assert_eq!(Bytes::page_span(Bytes(8192), Bytes(0)), (2, 2));
+    }
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("4k"), Ok(Bytes(4096)));
+        assert_eq!(parse_size("128KiB"), Ok(Bytes(131072)));
+        assert_eq!(parse_size("2p"), Ok(Bytes(8192)));
+        assert!(parse_size("x").is_err());
+        assert!(parse_size("4q").is_err());
+    }
+}
