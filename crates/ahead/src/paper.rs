@@ -14,9 +14,9 @@
 //! policy runs the plain pattern, from page 0.
 
 use crate::pattern::Pattern;
+use crate::policy::Hint;
 use crate::policy::POLICIES;
 use crate::sim::{self, Accounting, RunReport, SimConfig};
-use crate::policy::Hint;
 use crate::workload::{Event, Workload};
 
 /// A figure's published column for one kernel.
@@ -53,8 +53,18 @@ pub struct Figure {
     pub first_page_2_6_0: u64,
 }
 
-const fn published(avg_request_pages: f64, pages_read: u64, wasted_pages: u64, read_requests: u64) -> Published {
-    Published { avg_request_pages, pages_read, wasted_pages, read_requests }
+const fn published(
+    avg_request_pages: f64,
+    pages_read: u64,
+    wasted_pages: u64,
+    read_requests: u64,
+) -> Published {
+    Published {
+        avg_request_pages,
+        pages_read,
+        wasted_pages,
+        read_requests,
+    }
 }
 
 /// Figures 4-10 as printed (Figure 8's 2.6.0 "50810" is the paper's; see the anchors' note).
@@ -134,7 +144,12 @@ pub const FIGURES: [Figure; 7] = [
 impl Figure {
     /// The figure's pattern, from page `first_page`.
     pub fn pattern(&self, first_page: u64) -> Pattern {
-        Pattern::Paper { read_pages: self.read_pages, seek_pages: self.seek_pages, repeat: self.repeat, first_page }
+        Pattern::Paper {
+            read_pages: self.read_pages,
+            seek_pages: self.seek_pages,
+            repeat: self.repeat,
+            first_page,
+        }
     }
 
     /// The published column for `policy`, if the paper has one.
@@ -154,7 +169,13 @@ impl Figure {
                 let mut w = self.pattern(0).workload();
                 let lead = [
                     Event::Open { handle: 0, file: 0 },
-                    Event::Hint { handle: 0, hint: Hint::WillNeed { start_page: 0, pages: 1 } },
+                    Event::Hint {
+                        handle: 0,
+                        hint: Hint::WillNeed {
+                            start_page: 0,
+                            pages: 1,
+                        },
+                    },
                 ];
                 let rest = w.events.skip(1); // the pattern's own open
                 w.events = Box::new(lead.into_iter().chain(rest));
@@ -167,9 +188,26 @@ impl Figure {
     /// Run `policy` on this figure's pattern with the paper's accounting (the report's
     /// `paper` figures) and with a faithful cache (its `faithful` figures).
     pub fn run(&self, policy: &str, config: SimConfig) -> Result<RunReport, String> {
-        let paper = sim::run(policy, SimConfig { accounting: Accounting::Paper, ..config }, self.workload(policy))?;
-        let faithful = sim::run(policy, SimConfig { accounting: Accounting::Faithful, ..config }, self.workload(policy))?;
-        Ok(RunReport { paper: paper.paper, ..faithful })
+        let paper = sim::run(
+            policy,
+            SimConfig {
+                accounting: Accounting::Paper,
+                ..config
+            },
+            self.workload(policy),
+        )?;
+        let faithful = sim::run(
+            policy,
+            SimConfig {
+                accounting: Accounting::Faithful,
+                ..config
+            },
+            self.workload(policy),
+        )?;
+        Ok(RunReport {
+            paper: paper.paper,
+            ..faithful
+        })
     }
 }
 
@@ -185,12 +223,22 @@ pub struct FigureResult {
 /// Run every figure through `policies` (all of them if empty).
 pub fn reproduce(policies: &[&str], config: SimConfig) -> Result<Vec<FigureResult>, String> {
     let all: Vec<&str> = POLICIES.iter().map(|(n, _)| *n).collect();
-    let policies = if policies.is_empty() { &all[..] } else { policies };
+    let policies = if policies.is_empty() {
+        &all[..]
+    } else {
+        policies
+    };
     FIGURES
         .iter()
         .map(|fig| {
-            let results = policies.iter().map(|p| fig.run(p, config)).collect::<Result<_, _>>()?;
-            Ok(FigureResult { figure: *fig, results })
+            let results = policies
+                .iter()
+                .map(|p| fig.run(p, config))
+                .collect::<Result<_, _>>()?;
+            Ok(FigureResult {
+                figure: *fig,
+                results,
+            })
         })
         .collect()
 }

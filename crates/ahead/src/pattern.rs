@@ -33,28 +33,100 @@ pub enum Pattern {
         first_page: u64,
     },
     /// Sequential reads over the whole file.
-    Sequential { size: Bytes, bs: Bytes },
+    Sequential {
+        /// File size (per file).
+        size: Bytes,
+        /// Bytes per read.
+        bs: Bytes,
+    },
     /// Backward reads over the whole file.
-    Reverse { size: Bytes, bs: Bytes },
+    Reverse {
+        /// File size (per file).
+        size: Bytes,
+        /// Bytes per read.
+        bs: Bytes,
+    },
     /// One `bs` read every `stride` bytes.
-    Stride { size: Bytes, bs: Bytes, stride: Bytes },
+    Stride {
+        /// File size (per file).
+        size: Bytes,
+        /// Bytes per read.
+        bs: Bytes,
+        /// Distance between read starts.
+        stride: Bytes,
+    },
     /// Random aligned reads.
-    Random { size: Bytes, bs: Bytes, count: u64, seed: u64 },
+    Random {
+        /// File size (per file).
+        size: Bytes,
+        /// Bytes per read.
+        bs: Bytes,
+        /// Number of reads.
+        count: u64,
+        /// Random seed.
+        seed: u64,
+    },
     /// Sequential streams over slices of one file, round robin.
-    Interleaved { size: Bytes, bs: Bytes, streams: u64 },
+    Interleaved {
+        /// File size (per file).
+        size: Bytes,
+        /// Bytes per read.
+        bs: Bytes,
+        /// Number of streams.
+        streams: u64,
+    },
     /// Groups of adjacent reads in shuffled order.
-    Shuffled { size: Bytes, bs: Bytes, group: u64, seed: u64 },
+    Shuffled {
+        /// File size (per file).
+        size: Bytes,
+        /// Bytes per read.
+        bs: Bytes,
+        /// Reads per shuffled group.
+        group: u64,
+        /// Random seed.
+        seed: u64,
+    },
     /// Many files read sequentially, round robin.
-    ManyFiles { files: u64, size: Bytes, bs: Bytes },
+    ManyFiles {
+        /// Number of files.
+        files: u64,
+        /// File size (per file).
+        size: Bytes,
+        /// Bytes per read.
+        bs: Bytes,
+    },
     /// Half the reads continue sequentially, half jump to a random record (iozone's mix).
-    RandomMix { size: Bytes, bs: Bytes, count: u64, seed: u64 },
+    RandomMix {
+        /// File size (per file).
+        size: Bytes,
+        /// Bytes per read.
+        bs: Bytes,
+        /// Number of reads.
+        count: u64,
+        /// Random seed.
+        seed: u64,
+    },
     /// The file read twice from start to end (iozone's re-read).
-    Reread { size: Bytes, bs: Bytes },
+    Reread {
+        /// File size (per file).
+        size: Bytes,
+        /// Bytes per read.
+        bs: Bytes,
+    },
 }
 
 /// Every pattern name, for help and errors.
-pub const PATTERN_NAMES: &[&str] =
-    &["paper", "seq", "reverse", "stride", "random", "interleaved", "shuffled", "manyfiles", "iozone"];
+pub const PATTERN_NAMES: &[&str] = &[
+    "paper",
+    "seq",
+    "reverse",
+    "stride",
+    "random",
+    "interleaved",
+    "shuffled",
+    "manyfiles",
+    "iozone",
+];
 
 struct Args<'a> {
     spec: &'a str,
@@ -91,9 +163,12 @@ impl<'a> Args<'a> {
     fn number(&mut self, key: &str, default: u64) -> Result<u64, String> {
         match self.get(key) {
             None => Ok(default),
-            Some(v) => v
-                .parse()
-                .map_err(|_| format!("pattern '{}': {key} must be a whole number, not '{v}'", self.spec)),
+            Some(v) => v.parse().map_err(|_| {
+                format!(
+                    "pattern '{}': {key} must be a whole number, not '{v}'",
+                    self.spec
+                )
+            }),
         }
     }
 
@@ -191,77 +266,146 @@ impl Pattern {
             return Err(format!("pattern '{spec}': size and bs must be above 0"));
         }
         if bs > size {
-            return Err(format!("pattern '{spec}': bs ({}) is larger than size ({})", bs.0, size.0));
+            return Err(format!(
+                "pattern '{spec}': bs ({}) is larger than size ({})",
+                bs.0, size.0
+            ));
         }
         match *self {
-            Pattern::Interleaved { streams: 0, .. } | Pattern::Shuffled { group: 0, .. } | Pattern::ManyFiles { files: 0, .. } => {
-                Err(format!("pattern '{spec}': streams, group and files must be above 0"))
-            }
+            Pattern::Interleaved { streams: 0, .. }
+            | Pattern::Shuffled { group: 0, .. }
+            | Pattern::ManyFiles { files: 0, .. } => Err(format!(
+                "pattern '{spec}': streams, group and files must be above 0"
+            )),
             _ => Ok(()),
         }
     }
 
     /// The workload this pattern describes: files and a lazily generated stream of reads.
     pub fn workload(&self) -> Workload {
-        let one_file = |size: Bytes| vec![FileSpec { name: "file0".into(), size }];
+        let one_file = |size: Bytes| {
+            vec![FileSpec {
+                name: "file0".into(),
+                size,
+            }]
+        };
         let open0 = std::iter::once(Event::Open { handle: 0, file: 0 });
-        let read0 = |offset: u64, len: u64| Event::Read { handle: 0, offset: Bytes(offset), len: Bytes(len) };
+        let read0 = |offset: u64, len: u64| Event::Read {
+            handle: 0,
+            offset: Bytes(offset),
+            len: Bytes(len),
+        };
         match *self {
-            Pattern::Paper { read_pages, seek_pages, repeat, first_page } => {
+            Pattern::Paper {
+                read_pages,
+                seek_pages,
+                repeat,
+                first_page,
+            } => {
                 let step = read_pages + seek_pages;
                 // The file goes on well past the last read: the paper's windows are not cut at EOF.
                 let size = Bytes::of_pages(first_page + step * repeat + 1024);
                 let reads = (0..repeat).map(move |i| {
                     let start = first_page + i * step;
-                    Event::Read { handle: 0, offset: Bytes::of_page(start), len: Bytes::of_pages(read_pages) }
+                    Event::Read {
+                        handle: 0,
+                        offset: Bytes::of_page(start),
+                        len: Bytes::of_pages(read_pages),
+                    }
                 });
-                Workload { files: one_file(size), events: Box::new(open0.chain(reads)) }
+                Workload {
+                    files: one_file(size),
+                    events: Box::new(open0.chain(reads)),
+                }
             }
             Pattern::Sequential { size, bs } => {
                 let reads = (0..size.0.div_ceil(bs.0)).map(move |i| read0(i * bs.0, bs.0));
-                Workload { files: one_file(size), events: Box::new(open0.chain(reads)) }
+                Workload {
+                    files: one_file(size),
+                    events: Box::new(open0.chain(reads)),
+                }
             }
             Pattern::Reread { size, bs } => {
                 let n = size.0.div_ceil(bs.0);
                 let reads = (0..2 * n).map(move |i| read0((i % n) * bs.0, bs.0));
-                Workload { files: one_file(size), events: Box::new(open0.chain(reads)) }
+                Workload {
+                    files: one_file(size),
+                    events: Box::new(open0.chain(reads)),
+                }
             }
             Pattern::Reverse { size, bs } => {
                 let n = size.0.div_ceil(bs.0);
                 let reads = (0..n).rev().map(move |i| read0(i * bs.0, bs.0));
-                Workload { files: one_file(size), events: Box::new(open0.chain(reads)) }
+                Workload {
+                    files: one_file(size),
+                    events: Box::new(open0.chain(reads)),
+                }
             }
             Pattern::Stride { size, bs, stride } => {
                 let reads = (0..size.0.div_ceil(stride.0)).map(move |i| read0(i * stride.0, bs.0));
-                Workload { files: one_file(size), events: Box::new(open0.chain(reads)) }
+                Workload {
+                    files: one_file(size),
+                    events: Box::new(open0.chain(reads)),
+                }
             }
-            Pattern::Random { size, bs, count, seed } => {
+            Pattern::Random {
+                size,
+                bs,
+                count,
+                seed,
+            } => {
                 let records = (size.0 / bs.0).max(1);
                 let mut rng = SplitMix64(seed);
                 let reads = (0..count).map(move |_| read0(rng.below(records) * bs.0, bs.0));
-                Workload { files: one_file(size), events: Box::new(open0.chain(reads)) }
+                Workload {
+                    files: one_file(size),
+                    events: Box::new(open0.chain(reads)),
+                }
             }
-            Pattern::RandomMix { size, bs, count, seed } => {
+            Pattern::RandomMix {
+                size,
+                bs,
+                count,
+                seed,
+            } => {
                 let records = (size.0 / bs.0).max(1);
                 let mut rng = SplitMix64(seed);
                 let mut next = 0;
                 let reads = (0..count).map(move |_| {
-                    let record = if rng.below(2) == 0 { rng.below(records) } else { next % records };
+                    let record = if rng.below(2) == 0 {
+                        rng.below(records)
+                    } else {
+                        next % records
+                    };
                     next = record + 1;
                     read0(record * bs.0, bs.0)
                 });
-                Workload { files: one_file(size), events: Box::new(open0.chain(reads)) }
+                Workload {
+                    files: one_file(size),
+                    events: Box::new(open0.chain(reads)),
+                }
             }
             Pattern::Interleaved { size, bs, streams } => {
                 let per_stream = (size.0 / streams).max(bs.0);
                 let reads_per_stream = per_stream.div_ceil(bs.0);
                 let reads = (0..reads_per_stream * streams).map(move |i| {
                     let (round, stream) = (i / streams, i % streams);
-                    read0(stream * per_stream + round * bs.0, bs.0.min(per_stream - round * bs.0))
+                    read0(
+                        stream * per_stream + round * bs.0,
+                        bs.0.min(per_stream - round * bs.0),
+                    )
                 });
-                Workload { files: one_file(Bytes(per_stream * streams)), events: Box::new(open0.chain(reads)) }
+                Workload {
+                    files: one_file(Bytes(per_stream * streams)),
+                    events: Box::new(open0.chain(reads)),
+                }
             }
-            Pattern::Shuffled { size, bs, group, seed } => {
+            Pattern::Shuffled {
+                size,
+                bs,
+                group,
+                seed,
+            } => {
                 let n = size.0.div_ceil(bs.0);
                 let mut rng = SplitMix64(seed);
                 let mut order: Vec<u64> = Vec::new();
@@ -274,19 +418,40 @@ impl Pattern {
                         let j = rng.below(i as u64 + 1) as usize;
                         order.swap(i, j);
                     }
-                    order.clone().into_iter().map(move |r| read0(r * bs.0, bs.0))
+                    order
+                        .clone()
+                        .into_iter()
+                        .map(move |r| read0(r * bs.0, bs.0))
                 });
-                Workload { files: one_file(size), events: Box::new(open0.chain(reads)) }
+                Workload {
+                    files: one_file(size),
+                    events: Box::new(open0.chain(reads)),
+                }
             }
             Pattern::ManyFiles { files, size, bs } => {
-                let specs = (0..files).map(|i| FileSpec { name: format!("file{i}"), size }).collect();
-                let opens = (0..files).map(|i| Event::Open { handle: i as u32, file: i as u32 });
+                let specs = (0..files)
+                    .map(|i| FileSpec {
+                        name: format!("file{i}"),
+                        size,
+                    })
+                    .collect();
+                let opens = (0..files).map(|i| Event::Open {
+                    handle: i as u32,
+                    file: i as u32,
+                });
                 let rounds = size.0.div_ceil(bs.0);
                 let reads = (0..rounds * files).map(move |i| {
                     let (round, f) = (i / files, i % files);
-                    Event::Read { handle: f as u32, offset: Bytes(round * bs.0), len: bs }
+                    Event::Read {
+                        handle: f as u32,
+                        offset: Bytes(round * bs.0),
+                        len: bs,
+                    }
                 });
-                Workload { files: specs, events: Box::new(opens.chain(reads)) }
+                Workload {
+                    files: specs,
+                    events: Box::new(opens.chain(reads)),
+                }
             }
         }
     }
@@ -295,11 +460,15 @@ impl Pattern {
     pub fn pages_read(&self) -> u64 {
         let pages = |b: Bytes| b.0.div_ceil(PAGE_SIZE);
         match *self {
-            Pattern::Paper { read_pages, repeat, .. } => read_pages * repeat,
+            Pattern::Paper {
+                read_pages, repeat, ..
+            } => read_pages * repeat,
             Pattern::Sequential { size, .. } | Pattern::Reverse { size, .. } => pages(size),
             Pattern::Reread { size, .. } => 2 * pages(size),
             Pattern::Stride { size, bs, stride } => size.0.div_ceil(stride.0) * pages(bs),
-            Pattern::Random { bs, count, .. } | Pattern::RandomMix { bs, count, .. } => count * pages(bs),
+            Pattern::Random { bs, count, .. } | Pattern::RandomMix { bs, count, .. } => {
+                count * pages(bs)
+            }
             Pattern::Interleaved { size, .. } | Pattern::Shuffled { size, .. } => pages(size),
             Pattern::ManyFiles { files, size, .. } => files * pages(size),
         }
@@ -343,14 +512,23 @@ mod tests {
     #[test]
     fn paper_pattern_reads_then_seeks() {
         let p = Pattern::parse("paper:read=30,seek=2,repeat=3").unwrap();
-        let r: Vec<(u64, u64)> = reads(&p).iter().map(|&(o, l)| (o / 4096, l / 4096)).collect();
+        let r: Vec<(u64, u64)> = reads(&p)
+            .iter()
+            .map(|&(o, l)| (o / 4096, l / 4096))
+            .collect();
         assert_eq!(r, [(0, 30), (32, 30), (64, 30)]);
     }
 
     #[test]
     fn reverse_and_stride() {
-        assert_eq!(reads(&Pattern::parse("reverse:size=12k,bs=4k").unwrap()), [(8192, 4096), (4096, 4096), (0, 4096)]);
-        assert_eq!(reads(&Pattern::parse("stride:size=32k,bs=4k,stride=16k").unwrap()), [(0, 4096), (16384, 4096)]);
+        assert_eq!(
+            reads(&Pattern::parse("reverse:size=12k,bs=4k").unwrap()),
+            [(8192, 4096), (4096, 4096), (0, 4096)]
+        );
+        assert_eq!(
+            reads(&Pattern::parse("stride:size=32k,bs=4k,stride=16k").unwrap()),
+            [(0, 4096), (16384, 4096)]
+        );
     }
 
     #[test]
@@ -362,14 +540,26 @@ mod tests {
     #[test]
     fn shuffled_groups_cover_each_read_once() {
         let mut r = reads(&Pattern::parse("shuffled:group=16,size=256k,bs=4k,seed=7").unwrap());
-        assert_ne!(r, (0..64).map(|i| (i * 4096, 4096)).collect::<Vec<_>>(), "order is shuffled");
+        assert_ne!(
+            r,
+            (0..64).map(|i| (i * 4096, 4096)).collect::<Vec<_>>(),
+            "order is shuffled"
+        );
         r.sort();
         assert_eq!(r, (0..64).map(|i| (i * 4096, 4096)).collect::<Vec<_>>());
     }
 
     #[test]
     fn bad_specs_are_refused_with_a_reason() {
-        for bad in ["nope", "seq:size", "seq:size=1q", "seq:bogus=1", "paper:read=0", "seq:size=4k,bs=8k", "iozone:what"] {
+        for bad in [
+            "nope",
+            "seq:size",
+            "seq:size=1q",
+            "seq:bogus=1",
+            "paper:read=0",
+            "seq:size=4k,bs=8k",
+            "iozone:what",
+        ] {
             let e = Pattern::parse(bad).unwrap_err();
             assert!(!e.is_empty(), "{bad}");
         }

@@ -39,7 +39,10 @@ impl Bytes {
         if len.0 == 0 {
             return (offset.page(), offset.page());
         }
-        (offset.page(), Bytes(offset.0.saturating_add(len.0)).pages_ceil())
+        (
+            offset.page(),
+            Bytes(offset.0.saturating_add(len.0)).pages_ceil(),
+        )
     }
 }
 
@@ -54,7 +57,9 @@ pub fn parse_size(text: &str) -> Result<Bytes, String> {
     let t = text.trim();
     let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     if digits_end == 0 {
-        return Err(format!("'{text}' is not a size: expected a number such as 4k, 128KiB or 1m"));
+        return Err(format!(
+            "'{text}' is not a size: expected a number such as 4k, 128KiB or 1m"
+        ));
     }
     let number: u64 = t[..digits_end]
         .parse()
@@ -66,7 +71,11 @@ pub fn parse_size(text: &str) -> Result<Bytes, String> {
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
         "p" | "page" | "pages" => PAGE_SIZE,
-        other => return Err(format!("'{text}': unknown size unit '{other}' (use k, m, g or p for pages)")),
+        other => {
+            return Err(format!(
+                "'{text}': unknown size unit '{other}' (use k, m, g or p for pages)"
+            ))
+        }
     };
     number
         .checked_mul(mult)

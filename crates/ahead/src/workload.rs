@@ -60,12 +60,17 @@ pub struct Workload {
 impl Workload {
     /// A workload from a list of events held in memory.
     pub fn from_events(files: Vec<FileSpec>, events: Vec<Event>) -> Workload {
-        Workload { files, events: Box::new(events.into_iter()) }
+        Workload {
+            files,
+            events: Box::new(events.into_iter()),
+        }
     }
 }
 
 impl std::fmt::Debug for Workload {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Workload").field("files", &self.files).finish_non_exhaustive()
+        f.debug_struct("Workload")
+            .field("files", &self.files)
+            .finish_non_exhaustive()
     }
 }

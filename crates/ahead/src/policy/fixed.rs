@@ -17,7 +17,10 @@ pub struct Fixed {
 impl Fixed {
     /// Read `ahead_pages` pages after every read.
     pub fn new(ahead_pages: u64) -> Fixed {
-        Fixed { ahead_pages, limit_page: u64::MAX }
+        Fixed {
+            ahead_pages,
+            limit_page: u64::MAX,
+        }
     }
 }
 

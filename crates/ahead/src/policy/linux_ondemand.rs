@@ -79,10 +79,16 @@ impl LinuxOndemand {
         }
     }
 
-    /// Submit the current window, with the marker on its first ahead page.
-    fn submit_window(&self, ctx: &mut dyn RaContext) {
+    /// Submit the current window, with the marker on its first ahead page. `sync`: the
+    /// reader is waiting for the window's first page.
+    fn submit_window(&self, sync: bool, ctx: &mut dyn RaContext) {
         let mark = self.start + self.size - self.async_size;
-        ctx.start_io(IoRequest::ahead(self.start, self.size).with_marker(mark));
+        let io = if sync {
+            IoRequest::sync(self.start, self.size)
+        } else {
+            IoRequest::ahead(self.start, self.size)
+        };
+        ctx.start_io(io.with_marker(mark));
     }
 
     /// Synchronous readahead on a miss at `index` with `req` pages left in the read.
@@ -100,8 +106,12 @@ impl LinuxOndemand {
         if index == 0 || req > max || index.wrapping_sub(prev_index) <= 1 {
             self.start = index;
             self.size = get_init_ra_size(req, max);
-            self.async_size = if self.size > req { self.size - req } else { self.size >> 1 };
-            self.submit_window(ctx);
+            self.async_size = if self.size > req {
+                self.size - req
+            } else {
+                self.size >> 1
+            };
+            self.submit_window(true, ctx);
             return;
         }
         // Context readahead: the cached history right before the miss.
@@ -114,7 +124,7 @@ impl LinuxOndemand {
         self.start = index;
         self.size = (contig + req).min(max);
         self.async_size = 1;
-        self.submit_window(ctx);
+        self.submit_window(true, ctx);
     }
 
     /// Asynchronous readahead: the reader touched a marker at `index`, `req` pages left.
@@ -137,7 +147,7 @@ impl LinuxOndemand {
             self.size = get_next_ra_size(start - index + req, max);
         }
         self.async_size = self.size;
-        self.submit_window(ctx);
+        self.submit_window(false, ctx);
     }
 }
 
@@ -259,11 +269,20 @@ mod tests {
     #[test]
     fn init_and_next_sizes_match_the_kernel_tables() {
         // "1-2 page = 16k, 3-4 page 32k, 5-8 page = 64k, > 8 page = 128k"
-        let init: Vec<u64> = [1, 2, 3, 4, 5, 8, 9, 32].iter().map(|&r| get_init_ra_size(r, 32)).collect();
+        let init: Vec<u64> = [1, 2, 3, 4, 5, 8, 9, 32]
+            .iter()
+            .map(|&r| get_init_ra_size(r, 32))
+            .collect();
         assert_eq!(init, [4, 4, 8, 8, 16, 16, 32, 32]);
-        let next: Vec<u64> = [1, 2, 4, 8, 16, 17].iter().map(|&c| get_next_ra_size(c, 32)).collect();
+        let next: Vec<u64> = [1, 2, 4, 8, 16, 17]
+            .iter()
+            .map(|&c| get_next_ra_size(c, 32))
+            .collect();
         assert_eq!(next, [4, 4, 8, 16, 32, 32]);
-        let init128: Vec<u64> = [1, 2, 4, 8, 16, 32, 33].iter().map(|&r| get_init_ra_size(r, 128)).collect();
+        let init128: Vec<u64> = [1, 2, 4, 8, 16, 32, 33]
+            .iter()
+            .map(|&r| get_init_ra_size(r, 128))
+            .collect();
         assert_eq!(init128, [4, 8, 16, 16, 32, 64, 128]);
     }
 }

@@ -45,7 +45,10 @@ pub struct AppRead {
 impl AppRead {
     /// A read of whole pages: `pages` pages from page `first_page`.
     pub fn pages(first_page: u64, pages: u64) -> AppRead {
-        AppRead { offset: Bytes::of_page(first_page), len: Bytes::of_pages(pages) }
+        AppRead {
+            offset: Bytes::of_page(first_page),
+            len: Bytes::of_pages(pages),
+        }
     }
 
     /// First page the read touches.
@@ -95,12 +98,22 @@ pub struct IoRequest {
 impl IoRequest {
     /// A range the reader waits for, with no marker.
     pub fn sync(start_page: u64, pages: u64) -> IoRequest {
-        IoRequest { start_page, pages, kind: IoKind::Sync, marker_page: None }
+        IoRequest {
+            start_page,
+            pages,
+            kind: IoKind::Sync,
+            marker_page: None,
+        }
     }
 
     /// A range read ahead of the reader, with no marker.
     pub fn ahead(start_page: u64, pages: u64) -> IoRequest {
-        IoRequest { start_page, pages, kind: IoKind::Ahead, marker_page: None }
+        IoRequest {
+            start_page,
+            pages,
+            kind: IoKind::Ahead,
+            marker_page: None,
+        }
     }
 
     /// The same range with a marker on `page`.
@@ -189,18 +202,37 @@ pub struct PolicyConfig {
 
 impl Default for PolicyConfig {
     fn default() -> Self {
-        PolicyConfig { ra_max_pages: 32, io_max_pages: 32, fixed_pages: 32 }
+        PolicyConfig {
+            ra_max_pages: 32,
+            io_max_pages: 32,
+            fixed_pages: 32,
+        }
     }
 }
 
 /// Every policy the project knows, by command-line name, with a one-line description.
 pub const POLICIES: &[(&str, &str)] = &[
     ("none", "read exactly what is asked, nothing more"),
-    ("fixed", "read the request plus a fixed number of pages after it"),
-    ("linux-2.6.0", "Linux 2.6.0: the paper's Figure 1, called once per page"),
-    ("linux-2.6.7", "Linux 2.6.7: the paper's Figure 2 with its simplification"),
-    ("pratt", "Steven Pratt's simplified readahead, as merged in 2.6.11"),
-    ("linux-ondemand", "today's Linux on-demand readahead with markers and context readahead"),
+    (
+        "fixed",
+        "read the request plus a fixed number of pages after it",
+    ),
+    (
+        "linux-2.6.0",
+        "Linux 2.6.0: the paper's Figure 1, called once per page",
+    ),
+    (
+        "linux-2.6.7",
+        "Linux 2.6.7: the paper's Figure 2 with its simplification",
+    ),
+    (
+        "pratt",
+        "Steven Pratt's simplified readahead, as merged in 2.6.11",
+    ),
+    (
+        "linux-ondemand",
+        "today's Linux on-demand readahead with markers and context readahead",
+    ),
 ];
 
 /// Make a fresh per-file instance of the policy called `name`.
@@ -214,7 +246,10 @@ pub fn by_name(name: &str, config: PolicyConfig) -> Result<Box<dyn Policy>, Stri
         "linux-ondemand" => Box::new(LinuxOndemand::new(config.ra_max_pages, config.io_max_pages)),
         other => {
             let known: Vec<&str> = POLICIES.iter().map(|(n, _)| *n).collect();
-            return Err(format!("unknown policy '{other}'; known policies: {}", known.join(", ")));
+            return Err(format!(
+                "unknown policy '{other}'; known policies: {}",
+                known.join(", ")
+            ));
         }
     })
 }

@@ -113,7 +113,11 @@ impl Pratt {
             return false;
         }
         let pages = pages.min(self.limit_page.saturating_sub(start));
-        let io = if block { IoRequest::sync(start, pages) } else { IoRequest::ahead(start, pages) };
+        let io = if block {
+            IoRequest::sync(start, pages)
+        } else {
+            IoRequest::ahead(start, pages)
+        };
         let actual = ctx.start_io(io);
         self.check_ra_success(pages, actual)
     }
@@ -217,7 +221,9 @@ impl Policy for Pratt {
         let mut req_left = last - first;
         for index in first..last {
             if index == next_index && req_left > 0 {
-                let covered = self.page_cache_readahead(index, req_left, ctx).min(req_left);
+                let covered = self
+                    .page_cache_readahead(index, req_left, ctx)
+                    .min(req_left);
                 next_index += covered;
                 req_left -= covered;
             }

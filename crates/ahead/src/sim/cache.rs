@@ -131,7 +131,11 @@ impl PageCache {
         self.files[slot.file as usize][slot.page as usize] = NIL;
         self.free.push(s);
         self.len -= 1;
-        Some(Evicted { file: slot.file, owner: slot.owner, used: slot.flags & USED != 0 })
+        Some(Evicted {
+            file: slot.file,
+            owner: slot.owner,
+            used: slot.flags & USED != 0,
+        })
     }
 
     /// Insert an absent page at the MRU end, evicting the LRU page first if the cache is full.
@@ -146,7 +150,11 @@ impl PageCache {
         marker: bool,
     ) -> Option<Evicted> {
         debug_assert!(!self.contains(file, page));
-        let evicted = if self.len >= self.capacity { self.evict_lru() } else { None };
+        let evicted = if self.len >= self.capacity {
+            self.evict_lru()
+        } else {
+            None
+        };
         let slot = Slot {
             file,
             owner,
@@ -192,7 +200,11 @@ impl PageCache {
         let slot = &mut self.slots[s as usize];
         let first_use = slot.flags & USED == 0;
         slot.flags |= USED;
-        Some(Touched { ready_ns: slot.ready_ns, loaded_seq: slot.loaded_seq, first_use })
+        Some(Touched {
+            ready_ns: slot.ready_ns,
+            loaded_seq: slot.loaded_seq,
+            first_use,
+        })
     }
 
     /// Drop a page (`POSIX_FADV_DONTNEED`).
@@ -206,7 +218,11 @@ impl PageCache {
         self.files[file as usize][page as usize] = NIL;
         self.free.push(s);
         self.len -= 1;
-        Some(Evicted { file: slot.file, owner: slot.owner, used: slot.flags & USED != 0 })
+        Some(Evicted {
+            file: slot.file,
+            owner: slot.owner,
+            used: slot.flags & USED != 0,
+        })
     }
 }
 

@@ -64,10 +64,17 @@ impl DeviceModel {
 
     /// The preset called `name`.
     pub fn preset(name: &str) -> Result<DeviceModel, String> {
-        Self::PRESETS.iter().find(|d| d.name == name).copied().ok_or_else(|| {
-            let names: Vec<&str> = Self::PRESETS.iter().map(|d| d.name).collect();
-            format!("unknown device '{name}'; known devices: {}", names.join(", "))
-        })
+        Self::PRESETS
+            .iter()
+            .find(|d| d.name == name)
+            .copied()
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::PRESETS.iter().map(|d| d.name).collect();
+                format!(
+                    "unknown device '{name}'; known devices: {}",
+                    names.join(", ")
+                )
+            })
     }
 
     /// Modelled bandwidth of the device when it is kept busy with requests of `pages` pages,
@@ -85,7 +92,12 @@ impl fmt::Display for DeviceModel {
         write!(
             f,
             "{} (latency {} us, {} us/request, seek {} us, {} MB/s, queue depth {})",
-            self.name, self.latency_us, self.per_request_us, self.seek_us, self.bandwidth_mb_s, self.queue_depth
+            self.name,
+            self.latency_us,
+            self.per_request_us,
+            self.seek_us,
+            self.bandwidth_mb_s,
+            self.queue_depth
         )
     }
 }
@@ -126,7 +138,11 @@ impl Device {
             .min_by_key(|(_, t)| **t)
             .expect("queue depth is at least 1");
         let begin = now_ns.max(slot_free);
-        let seek = if self.last_end == (file, start_page) { 0 } else { self.seek_ns };
+        let seek = if self.last_end == (file, start_page) {
+            0
+        } else {
+            self.seek_ns
+        };
         self.last_end = (file, start_page + pages);
         let serial = self.per_request_ns + seek + (pages as f64 * self.ns_per_page) as u64;
         let done = (begin + self.latency_ns).max(self.serial_free_ns) + serial;

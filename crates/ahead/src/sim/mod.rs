@@ -264,7 +264,11 @@ impl Simulator {
     /// Add a file of `size` bytes; returns its index.
     pub fn add_file(&mut self, name: &str, size: Bytes) -> u32 {
         let id = self.cache.add_file();
-        self.files.push(FileState { name: name.to_string(), pages: size.pages_ceil(), counters: Counters::default() });
+        self.files.push(FileState {
+            name: name.to_string(),
+            pages: size.pages_ceil(),
+            counters: Counters::default(),
+        });
         debug_assert_eq!(id as usize, self.files.len() - 1);
         id
     }
@@ -279,7 +283,11 @@ impl Simulator {
         if self.opens.len() <= h {
             self.opens.resize_with(h + 1, || None);
         }
-        self.opens[h] = Some(OpenState { file, policy, congested: false });
+        self.opens[h] = Some(OpenState {
+            file,
+            policy,
+            congested: false,
+        });
         Ok(())
     }
 
@@ -301,15 +309,36 @@ impl Simulator {
     pub fn hint(&mut self, handle: u32, hint: Hint) -> Result<(), String> {
         let file = self.open_state(handle)?.file;
         if let Hint::DontNeed { start_page, pages } = hint {
-            let end = start_page.saturating_add(pages).min(self.files[file as usize].pages);
+            let end = start_page
+                .saturating_add(pages)
+                .min(self.files[file as usize].pages);
             for p in start_page..end {
                 self.cache.remove(file, p);
             }
         }
-        let Simulator { opens, cache, device, files, thrash, now_ns, seq, .. } = self;
+        let Simulator {
+            opens,
+            cache,
+            device,
+            files,
+            thrash,
+            now_ns,
+            seq,
+            ..
+        } = self;
         let open = opens[handle as usize].as_mut().expect("checked above");
         let paper = self.config.accounting == Accounting::Paper;
-        let mut ctx = Ctx { cache, device, files, thrash, file, owner: handle, now_ns: *now_ns, seq: *seq, paper };
+        let mut ctx = Ctx {
+            cache,
+            device,
+            files,
+            thrash,
+            file,
+            owner: handle,
+            now_ns: *now_ns,
+            seq: *seq,
+            paper,
+        };
         open.policy.on_hint(hint, &mut ctx);
         self.deliver_thrash();
         Ok(())
@@ -325,18 +354,41 @@ impl Simulator {
         if end <= offset.0 {
             return Ok(());
         }
-        let read = AppRead { offset, len: Bytes(end - offset.0) };
+        let read = AppRead {
+            offset,
+            len: Bytes(end - offset.0),
+        };
         self.seq += 1;
         let congested = self.device.congested(self.now_ns);
 
-        let Simulator { opens, cache, device, files, thrash, now_ns, seq, config, .. } = self;
+        let Simulator {
+            opens,
+            cache,
+            device,
+            files,
+            thrash,
+            now_ns,
+            seq,
+            config,
+            ..
+        } = self;
         let open = opens[handle as usize].as_mut().expect("checked above");
         if open.congested != congested {
             open.congested = congested;
             open.policy.on_congestion(congested);
         }
         let paper = config.accounting == Accounting::Paper;
-        let mut ctx = Ctx { cache, device, files, thrash, file, owner: handle, now_ns: *now_ns, seq: *seq, paper };
+        let mut ctx = Ctx {
+            cache,
+            device,
+            files,
+            thrash,
+            file,
+            owner: handle,
+            now_ns: *now_ns,
+            seq: *seq,
+            paper,
+        };
         open.policy.on_read(read, &mut ctx);
 
         // The reader walks its pages.
@@ -355,7 +407,9 @@ impl Simulator {
                     }
                     ctx.now_ns = now;
                     ctx.start_io(IoRequest::sync(p, run_end - p));
-                    ctx.cache.touch(file, p).expect("a page just read is cached")
+                    ctx.cache
+                        .touch(file, p)
+                        .expect("a page just read is cached")
                 }
             };
             if touched.loaded_seq < *seq {
@@ -394,14 +448,24 @@ impl Simulator {
 
     /// Replay a whole workload.
     pub fn run_workload(&mut self, workload: Workload) -> Result<(), String> {
-        let ids: Vec<u32> = workload.files.iter().map(|f| self.add_file(&f.name, f.size)).collect();
+        let ids: Vec<u32> = workload
+            .files
+            .iter()
+            .map(|f| self.add_file(&f.name, f.size))
+            .collect();
         for event in workload.events {
             match event {
                 Event::Open { handle, file } => {
-                    let id = *ids.get(file as usize).ok_or_else(|| format!("open of unknown file #{file}"))?;
+                    let id = *ids
+                        .get(file as usize)
+                        .ok_or_else(|| format!("open of unknown file #{file}"))?;
                     self.open(handle, id)?;
                 }
-                Event::Read { handle, offset, len } => self.read(handle, offset, len)?,
+                Event::Read {
+                    handle,
+                    offset,
+                    len,
+                } => self.read(handle, offset, len)?,
                 Event::Hint { handle, hint } => self.hint(handle, hint)?,
                 Event::Close { handle } => self.close(handle),
             }
@@ -430,9 +494,17 @@ impl Simulator {
         let mut files = Vec::with_capacity(self.files.len());
         for f in &self.files {
             total.add(&f.counters);
-            files.push(FileReport { file: f.name.clone(), metrics: f.counters.faithful() });
+            files.push(FileReport {
+                file: f.name.clone(),
+                metrics: f.counters.faithful(),
+            });
         }
-        RunReport { policy: self.policy_name.clone(), faithful: total.faithful(), paper: total.paper(), files }
+        RunReport {
+            policy: self.policy_name.clone(),
+            faithful: total.faithful(),
+            paper: total.paper(),
+            files,
+        }
     }
 }
 
@@ -504,7 +576,10 @@ impl RaContext for Ctx<'_> {
             let ready = self.device.submit(self.now_ns, self.file, p, n);
             for q in p..run_end {
                 let marker = io.marker_page == Some(q);
-                if let Some(ev) = self.cache.insert(self.file, self.owner, q, ready, self.seq, marker) {
+                if let Some(ev) = self
+                    .cache
+                    .insert(self.file, self.owner, q, ready, self.seq, marker)
+                {
                     if !ev.used {
                         self.files[ev.file as usize].counters.thrashed_pages += 1;
                         self.thrash.record(ev.owner);
