@@ -400,9 +400,11 @@ impl Simulator {
             let touched = match ctx.cache.touch(file, p) {
                 Some(t) => t,
                 None => {
-                    // Absent: read this page and the absent ones after it in one request.
+                    // Absent: read this page and the absent ones after it in one request, no
+                    // more than the cache holds (so this page survives its own request).
+                    let run_limit = last.min(p + ctx.cache.capacity() as u64);
                     let mut run_end = p + 1;
-                    while run_end < last && !ctx.cache.contains(file, run_end) {
+                    while run_end < run_limit && !ctx.cache.contains(file, run_end) {
                         run_end += 1;
                     }
                     ctx.now_ns = now;
@@ -471,6 +473,11 @@ impl Simulator {
             }
         }
         Ok(())
+    }
+
+    /// How many pages of `file` in `[start, end)` are cached now.
+    pub fn cached_in(&self, file: u32, start: u64, end: u64) -> u64 {
+        (start..end).filter(|&p| self.cache.contains(file, p)).count() as u64
     }
 
     /// Pages in the cache now (never more than its capacity).

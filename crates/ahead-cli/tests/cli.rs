@@ -1,0 +1,176 @@
+//! The `ahead` command as a user meets it: outputs, JSON shapes, bad input, real traces.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn ahead(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ahead")).args(args).output().expect("ahead runs")
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ahead-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The command failed cleanly: non-zero exit, one `error:` line, no panic.
+fn assert_clean_failure(out: &Output, code: i32, mentions: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "stderr: {stderr}");
+    assert!(stderr.contains("error"), "stderr: {stderr}");
+    assert!(stderr.contains(mentions), "expected '{mentions}' in: {stderr}");
+    assert!(!stderr.contains("panicked"), "stderr: {stderr}");
+}
+
+#[test]
+fn sim_paper_json_top_level_metrics_are_the_papers() {
+    let out = ahead(&["sim", "--paper", "--json"]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let figs = v["figures"].as_array().unwrap();
+    assert_eq!(figs.len(), 7);
+    let fig4 = &figs[0];
+    assert_eq!(fig4["figure"], 4);
+    let r267 = fig4["results"].as_array().unwrap().iter().find(|r| r["policy"] == "linux-2.6.7").unwrap();
+    assert_eq!(r267["pages_read"], 29535);
+    assert_eq!(r267["wasted_pages"], 15);
+    assert_eq!(r267["read_requests"], 987);
+    for key in [
+        "pages_requested", "pages_read", "wasted_pages", "read_requests", "avg_request_pages", "sync_requests",
+        "async_requests", "hit_pages", "thrashed_pages", "stall_ms", "modeled_ms",
+    ] {
+        assert!(r267.get(key).is_some(), "missing {key}");
+        assert!(r267["faithful"].get(key).is_some(), "missing faithful {key}");
+    }
+}
+
+#[test]
+fn sim_pattern_table_and_json() {
+    let out = ahead(&["sim", "--pattern", "seq:size=4m,bs=16k", "--policy", "linux-ondemand,none"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("linux-ondemand") && text.contains("none"), "{text}");
+    let out = ahead(&["sim", "--pattern", "seq:size=4m,bs=16k", "--policy", "none", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["results"][0]["policy"], "none");
+    assert_eq!(v["results"][0]["read_requests"], 256);
+    assert_eq!(v["results"][0]["pages_read"], 1024);
+}
+
+#[test]
+fn bad_input_fails_cleanly() {
+    assert_clean_failure(&ahead(&["sim", "--pattern", "seq", "--policy", "nope"]), 2, "unknown policy");
+    assert_clean_failure(&ahead(&["sim", "--pattern", "zigzag"]), 2, "unknown pattern");
+    assert_clean_failure(&ahead(&["sim", "--pattern", "seq:size=12q"]), 2, "unknown size unit");
+    assert_clean_failure(&ahead(&["sim", "--pattern", "seq:bs"]), 2, "KEY=VALUE");
+    assert_clean_failure(&ahead(&["sim", "--pattern", "seq", "--device", "floppy"]), 2, "unknown device");
+    assert_clean_failure(&ahead(&["replay", "/nonexistent/trace.log"]), 1, "cannot open trace");
+
+    let dir = tmpdir("bad");
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_string_lossy().into_owned()
+    };
+    let empty = write("empty.log", "");
+    assert_clean_failure(&ahead(&["replay", &empty]), 1, "empty");
+    let no_reads = write("noreads.log", "1 openat(AT_FDCWD, \"/a\", O_RDONLY) = 3</a>\n1 close(3</a>) = 0\n");
+    assert_clean_failure(&ahead(&["replay", &no_reads]), 1, "no reads");
+    let bad_line = write(
+        "bad.log",
+        "1 openat(AT_FDCWD, \"/a\", O_RDONLY) = 3</a>\n1 read(3</a>, \"\"..., 4096) = 4096\n1 read(3</a>, oops\n",
+    );
+    assert_clean_failure(&ahead(&["replay", &bad_line]), 1, "line 3");
+    let bad_csv = write("bad.csv", "file,offset,len\n/a,0,4096\n/a,4096,many\n");
+    assert_clean_failure(&ahead(&["replay", &bad_csv]), 1, "line 3");
+}
+
+#[test]
+fn replay_csv_counts_what_a_person_would() {
+    let dir = tmpdir("csv");
+    let p = dir.join("t.csv");
+    // 8 sequential 16 KiB reads of a 128 KiB file, then the same again.
+    let mut text = String::from("# two passes\nfile,offset,len\n");
+    for pass in 0..2 {
+        for i in 0..8 {
+            text.push_str(&format!("/data/f,{},16384\n", i * 16384 + pass * 0));
+        }
+    }
+    std::fs::write(&p, text).unwrap();
+    let out = ahead(&["replay", p.to_str().unwrap(), "--policy", "none", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &v["results"][0];
+    assert_eq!(r["pages_requested"], 64);
+    assert_eq!(r["pages_read"], 32, "the second pass is all hits");
+    assert_eq!(r["hit_pages"], 32);
+    assert_eq!(r["read_requests"], 8);
+    assert_eq!(v["files"][0]["file"], "/data/f");
+    assert_eq!(v["files"][0]["size"], 131072);
+}
+
+fn have_strace() -> bool {
+    Command::new("strace").arg("-V").output().map(|o| o.status.success()).unwrap_or(false)
+}
+
+/// Record a real trace of dd reading a 1 MiB file in 16 KiB pieces, and replay it.
+#[test]
+fn replay_of_a_real_strace_trace_matches_a_hand_count() {
+    if !have_strace() {
+        eprintln!("skipped: strace is not installed (apt-get install strace)");
+        return;
+    }
+    let dir = tmpdir("strace");
+    let data = dir.join("data.bin");
+    std::fs::write(&data, vec![7u8; 1 << 20]).unwrap();
+    let log = dir.join("trace.log");
+    let out = ahead(&[
+        "trace",
+        "-o",
+        log.to_str().unwrap(),
+        "--",
+        "dd",
+        &format!("if={}", data.display()),
+        "of=/dev/null",
+        "bs=16k",
+    ]);
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if stderr.contains("ptrace") || stderr.contains("Operation not permitted") {
+            eprintln!("skipped: strace cannot trace here: {stderr}");
+            return;
+        }
+        panic!("ahead trace failed: {stderr}");
+    }
+    let out = ahead(&["replay", log.to_str().unwrap(), "--policy", "none,linux-ondemand,pratt", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let path = canonical(&data);
+    let file = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["file"] == path)
+        .unwrap_or_else(|| panic!("{path} not in {}", v["files"]));
+    assert_eq!(file["size"], 1 << 20);
+    let by = |p: &str| file["results"].as_array().unwrap().iter().find(|r| r["policy"] == p).unwrap().clone();
+    // 64 reads of 4 pages. none: one 4-page request per read.
+    let none = by("none");
+    assert_eq!((none["pages_requested"].as_u64(), none["pages_read"].as_u64()), (Some(256), Some(256)));
+    assert_eq!(none["read_requests"], 64);
+    // On-demand, by hand: [0,8) [8,24) [24,56), then 32-page windows to the end:
+    // [56,88) [88,120) [120,152) [152,184) [184,216) [216,248) [248,256) = 10 requests.
+    let od = by("linux-ondemand");
+    assert_eq!(od["pages_read"], 256);
+    assert_eq!(od["read_requests"], 10);
+    assert_eq!(od["sync_requests"], 1);
+    assert_eq!(od["wasted_pages"], 0);
+    // Pratt, by hand: [0,8) then ahead [8,24) at once, then [24,56), [56,88), ... [248,256).
+    let pratt = by("pratt");
+    assert_eq!(pratt["pages_read"], 256);
+    assert_eq!(pratt["read_requests"], 10);
+}
+
+fn canonical(p: &Path) -> String {
+    std::fs::canonicalize(p).unwrap().to_string_lossy().into_owned()
+}

@@ -1,0 +1,150 @@
+//! Policies in isolation, against a recording cache: a pattern, a policy, the windows it opens.
+
+use std::collections::{BTreeSet, HashSet};
+
+use ahead::policy::{by_name, AppRead, IoKind, IoRequest, PolicyConfig, RaContext};
+
+/// A cache that records every I/O a policy starts.
+struct Recorder {
+    file_pages: u64,
+    cached: HashSet<u64>,
+    markers: BTreeSet<u64>,
+    ios: Vec<(u64, u64, IoKind)>,
+}
+
+impl Recorder {
+    fn new(file_pages: u64) -> Recorder {
+        Recorder { file_pages, cached: HashSet::new(), markers: BTreeSet::new(), ios: Vec::new() }
+    }
+}
+
+impl RaContext for Recorder {
+    fn file_pages(&self) -> u64 {
+        self.file_pages
+    }
+    fn is_cached(&self, page: u64) -> bool {
+        self.cached.contains(&page)
+    }
+    fn has_marker(&self, page: u64) -> bool {
+        self.markers.contains(&page)
+    }
+    fn clear_marker(&mut self, page: u64) {
+        self.markers.remove(&page);
+    }
+    fn start_io(&mut self, io: IoRequest) -> u64 {
+        let end = (io.start_page + io.pages).min(self.file_pages);
+        let mut new = 0;
+        let mut run: Option<u64> = None;
+        for p in io.start_page..end {
+            if self.cached.insert(p) {
+                new += 1;
+                if io.marker_page == Some(p) {
+                    self.markers.insert(p);
+                }
+                run.get_or_insert(p);
+            } else if let Some(s) = run.take() {
+                self.ios.push((s, p - s, io.kind));
+            }
+        }
+        if let Some(s) = run {
+            self.ios.push((s, end - s, io.kind));
+        }
+        new
+    }
+}
+
+/// Run reads of `pages` pages at each start through `policy`; return the I/Os as (start, pages).
+fn windows(policy: &str, file_pages: u64, reads: impl IntoIterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
+    let mut ctx = Recorder::new(file_pages);
+    let mut p = by_name(policy, PolicyConfig::default()).unwrap();
+    for (start, pages) in reads {
+        p.on_read(AppRead::pages(start, pages), &mut ctx);
+        // The driver reads whatever is still absent.
+        for q in start..start + pages {
+            if !ctx.is_cached(q) {
+                ctx.start_io(IoRequest::sync(q, 1));
+            }
+        }
+    }
+    ctx.ios.iter().map(|&(s, n, _)| (s, n)).collect()
+}
+
+#[test]
+fn ondemand_sequential_4k_ramps_4_8_16_32() {
+    // shared/research/linux_readahead.md 1.9: [0,4) sync; [4,12); [12,28); [28,60); then 32s.
+    let w = windows("linux-ondemand", 1000, (0..100).map(|p| (p, 1)));
+    assert_eq!(&w[..5], &[(0, 4), (4, 8), (12, 16), (28, 32), (60, 32)]);
+}
+
+#[test]
+fn ondemand_sequential_16k_ramps_8_16_32() {
+    let w = windows("linux-ondemand", 1000, (0..25).map(|i| (4 * i, 4)));
+    assert_eq!(&w[..4], &[(0, 8), (8, 16), (24, 32), (56, 32)]);
+}
+
+#[test]
+fn ondemand_128k_reads_pipeline_at_once() {
+    // A 32-page read gets [0,32) with the marker at 16, hit by the same read: [32,64) at once.
+    let w = windows("linux-ondemand", 1000, [(0, 32)]);
+    assert_eq!(w, [(0, 32), (32, 32)]);
+}
+
+#[test]
+fn ondemand_lone_random_reads_get_exactly_what_they_ask() {
+    let w = windows("linux-ondemand", 100_000, [(5000, 4), (300, 4), (70_000, 4)]);
+    assert_eq!(w, [(5000, 4), (300, 4), (70_000, 4)]);
+}
+
+#[test]
+fn ondemand_backward_reads_get_no_readahead() {
+    let w = windows("linux-ondemand", 1000, (0..10).rev().map(|i| (100 + 16 * i, 16)));
+    assert!(w.iter().all(|&(_, n)| n == 16), "{w:?}");
+}
+
+#[test]
+fn ondemand_two_interleaved_streams_both_ramp_to_full_windows() {
+    let reads = (0..200).flat_map(|i| [(i, 1), (10_000 + i, 1)]);
+    let w = windows("linux-ondemand", 20_000, reads);
+    let second: Vec<_> = w.iter().filter(|(s, _)| *s >= 10_000).collect();
+    assert!(second.iter().filter(|(_, n)| *n == 32).count() >= 3, "{second:?}");
+}
+
+#[test]
+fn pratt_sequential_4k_windows_8_16_32() {
+    // shared/research/linux_readahead.md 2.5: [0,8) then [8,24), [24,56), then 32 each.
+    let w = windows("pratt", 1000, (0..100).map(|p| (p, 1)));
+    assert_eq!(&w[..4], &[(0, 8), (8, 16), (24, 32), (56, 32)]);
+}
+
+#[test]
+fn pratt_random_reads_read_only_the_request() {
+    let w = windows("pratt", 100_000, [(5000, 4), (300, 4), (70_000, 4)]);
+    assert_eq!(w, [(5000, 4), (300, 4), (70_000, 4)]);
+}
+
+#[test]
+fn linux_2_6_0_first_read_off_page_0_shuts_readahead_down() {
+    // The paper's "first miss" flaw: 16-page reads after a seek are read one page at a time.
+    let w = windows("linux-2.6.0", 100_000, [(117, 16), (250, 16)]);
+    assert_eq!(w.len(), 32);
+    assert!(w.iter().all(|&(_, n)| n == 1));
+}
+
+#[test]
+fn linux_2_6_7_random_16_page_reads_get_16_page_requests() {
+    // The paper's running example after the fixes: 100 random 16-page reads, ~100 requests of 16.
+    let reads: Vec<(u64, u64)> = (0..100).map(|i| (i * 133 + 117, 16)).collect();
+    let w = windows("linux-2.6.7", 100_000, reads);
+    assert_eq!(w.len(), 100);
+    assert!(w.iter().all(|&(_, n)| n == 16), "{w:?}");
+}
+
+#[test]
+fn none_reads_exactly_the_request() {
+    assert_eq!(windows("none", 100, [(3, 5), (50, 1)]), [(3, 5), (50, 1)]);
+}
+
+#[test]
+fn fixed_reads_the_request_then_n_pages_ahead() {
+    assert_eq!(windows("fixed", 1000, [(0, 4)]), [(0, 4), (4, 32)]);
+}

@@ -1,0 +1,132 @@
+//! Properties that hold for every policy on every pattern.
+
+use std::collections::HashSet;
+
+use ahead::pattern::Pattern;
+use ahead::policy::POLICIES;
+use ahead::sim::{self, SimConfig, Simulator};
+use ahead::workload::Event;
+use proptest::prelude::*;
+
+fn spec() -> impl Strategy<Value = String> {
+    let size = 1u64..400; // pages
+    let bs = 1u64..40; // pages
+    (0usize..8, size, bs, 1u64..6, any::<u64>()).prop_map(|(kind, size, bs, k, seed)| {
+        let bs = bs.min(size);
+        match kind {
+            0 => format!("seq:size={size}p,bs={bs}p"),
+            1 => format!("reverse:size={size}p,bs={bs}p"),
+            2 => format!("stride:size={size}p,bs={bs}p,stride={}p", bs * (k + 1)),
+            3 => format!("random:size={size}p,bs={bs}p,count={},seed={seed}", size / bs + 3),
+            4 => format!("interleaved:size={size}p,bs={bs}p,streams={k}"),
+            5 => format!("shuffled:size={size}p,bs={bs}p,group={},seed={seed}", k * 4),
+            6 => format!("paper:read={bs},seek={k},repeat={}", size / bs + 1),
+            _ => format!("manyfiles:files={k},size={size}p,bs={bs}p"),
+        }
+    })
+}
+
+/// Sub-page reads too: arbitrary byte offsets and lengths on one file.
+fn byte_reads() -> impl Strategy<Value = (u64, Vec<(u64, u64)>)> {
+    (1u64..300_000).prop_flat_map(|size| (Just(size), prop::collection::vec((0..size + 10_000, 1u64..70_000), 1..60)))
+}
+
+fn unique_pages(pattern: &Pattern) -> u64 {
+    let w = pattern.workload();
+    let sizes: Vec<u64> = w.files.iter().map(|f| f.size.pages_ceil()).collect();
+    let mut files = std::collections::HashMap::new();
+    let mut seen = HashSet::new();
+    for e in w.events {
+        match e {
+            Event::Open { handle, file } => {
+                files.insert(handle, file);
+            }
+            Event::Read { handle, offset, len } => {
+                let f = files[&handle];
+                let (a, b) = ahead::Bytes::page_span(offset, len);
+                for p in a..b.min(sizes[f as usize]) {
+                    seen.insert((f, p));
+                }
+            }
+            _ => {}
+        }
+    }
+    seen.len() as u64
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn cold_cache_invariants(spec in spec(), policy in 0..POLICIES.len()) {
+        let policy = POLICIES[policy].0;
+        let pattern = Pattern::parse(&spec).unwrap();
+        let unique = unique_pages(&pattern);
+        // A cache that never evicts: every page read stays, so the cache shows all I/O.
+        let config = SimConfig { cache_pages: 1 << 20, ..SimConfig::default() };
+        let mut sim = Simulator::new(policy, config).unwrap();
+        let w = pattern.workload();
+        let sizes: Vec<u64> = w.files.iter().map(|f| f.size.pages_ceil()).collect();
+        sim.run_workload(w).unwrap();
+        let r = sim.report();
+        let m = &r.faithful;
+        // No I/O past EOF.
+        for (f, &pages) in sizes.iter().enumerate() {
+            prop_assert_eq!(sim.cached_in(f as u32, pages, pages + 4096), 0, "{} read past EOF on {}", policy, spec);
+        }
+        // Every requested page was read, and nothing was read twice.
+        prop_assert!(m.pages_read >= unique, "{} on {}: read {} < unique {}", policy, spec, m.pages_read, unique);
+        prop_assert_eq!(m.pages_read, sim.cached_pages() as u64);
+        // wasted = read - used, with used counted independently as the unique pages requested.
+        prop_assert_eq!(m.wasted_pages, m.pages_read - unique);
+        prop_assert_eq!(m.sync_requests + m.async_requests, m.read_requests);
+        prop_assert_eq!(m.thrashed_pages, 0);
+        // Per-file figures add up to the total.
+        prop_assert_eq!(r.files.iter().map(|f| f.metrics.pages_read).sum::<u64>(), m.pages_read);
+    }
+
+    #[test]
+    fn same_input_same_output(spec in spec(), policy in 0..POLICIES.len()) {
+        let policy = POLICIES[policy].0;
+        let pattern = Pattern::parse(&spec).unwrap();
+        let a = sim::run(policy, SimConfig::default(), pattern.workload()).unwrap();
+        let b = sim::run(policy, SimConfig::default(), pattern.workload()).unwrap();
+        prop_assert_eq!(a, b);
+    }
+
+    #[test]
+    fn cache_never_exceeds_capacity(spec in spec(), policy in 0..POLICIES.len(), capacity in 1usize..64) {
+        let policy = POLICIES[policy].0;
+        let pattern = Pattern::parse(&spec).unwrap();
+        let config = SimConfig { cache_pages: capacity, ..SimConfig::default() };
+        let mut sim = Simulator::new(policy, config).unwrap();
+        let w = pattern.workload();
+        let ids: Vec<u32> = w.files.iter().map(|f| sim.add_file(&f.name, f.size)).collect();
+        for e in w.events {
+            match e {
+                Event::Open { handle, file } => sim.open(handle, ids[file as usize]).unwrap(),
+                Event::Read { handle, offset, len } => sim.read(handle, offset, len).unwrap(),
+                Event::Hint { handle, hint } => sim.hint(handle, hint).unwrap(),
+                Event::Close { handle } => sim.close(handle),
+            }
+            prop_assert!(sim.cached_pages() <= capacity);
+        }
+        let m = sim.report().faithful;
+        prop_assert!(m.thrashed_pages <= m.wasted_pages);
+        prop_assert!(m.wasted_pages <= m.pages_read);
+    }
+
+    #[test]
+    fn byte_granular_reads_never_go_past_eof(file in byte_reads(), policy in 0..POLICIES.len()) {
+        let (size, reads) = file;
+        let policy = POLICIES[policy].0;
+        let mut sim = Simulator::new(policy, SimConfig { cache_pages: 1 << 20, ..SimConfig::default() }).unwrap();
+        let f = sim.add_file("f", ahead::Bytes(size));
+        sim.open(0, f).unwrap();
+        for (offset, len) in reads {
+            sim.read(0, ahead::Bytes(offset), ahead::Bytes(len)).unwrap();
+        }
+        let pages = ahead::Bytes(size).pages_ceil();
+        prop_assert_eq!(sim.cached_in(f, pages, pages + 8192), 0);
+    }
+}
