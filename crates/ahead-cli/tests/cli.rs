@@ -4,7 +4,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn ahead(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ahead")).args(args).output().expect("ahead runs")
+    Command::new(env!("CARGO_BIN_EXE_ahead"))
+        .args(args)
+        .output()
+        .expect("ahead runs")
 }
 
 fn tmpdir(name: &str) -> PathBuf {
@@ -18,7 +21,10 @@ fn assert_clean_failure(out: &Output, code: i32, mentions: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(code), "stderr: {stderr}");
     assert!(stderr.contains("error"), "stderr: {stderr}");
-    assert!(stderr.contains(mentions), "expected '{mentions}' in: {stderr}");
+    assert!(
+        stderr.contains(mentions),
+        "expected '{mentions}' in: {stderr}"
+    );
     assert!(!stderr.contains("panicked"), "stderr: {stderr}");
 }
 
@@ -31,26 +37,59 @@ fn sim_paper_json_top_level_metrics_are_the_papers() {
     assert_eq!(figs.len(), 7);
     let fig4 = &figs[0];
     assert_eq!(fig4["figure"], 4);
-    let r267 = fig4["results"].as_array().unwrap().iter().find(|r| r["policy"] == "linux-2.6.7").unwrap();
+    let r267 = fig4["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["policy"] == "linux-2.6.7")
+        .unwrap();
     assert_eq!(r267["pages_read"], 29535);
     assert_eq!(r267["wasted_pages"], 15);
     assert_eq!(r267["read_requests"], 987);
     for key in [
-        "pages_requested", "pages_read", "wasted_pages", "read_requests", "avg_request_pages", "sync_requests",
-        "async_requests", "hit_pages", "thrashed_pages", "stall_ms", "modeled_ms",
+        "pages_requested",
+        "pages_read",
+        "wasted_pages",
+        "read_requests",
+        "avg_request_pages",
+        "sync_requests",
+        "async_requests",
+        "hit_pages",
+        "thrashed_pages",
+        "stall_ms",
+        "modeled_ms",
     ] {
         assert!(r267.get(key).is_some(), "missing {key}");
-        assert!(r267["faithful"].get(key).is_some(), "missing faithful {key}");
+        assert!(
+            r267["faithful"].get(key).is_some(),
+            "missing faithful {key}"
+        );
     }
 }
 
 #[test]
 fn sim_pattern_table_and_json() {
-    let out = ahead(&["sim", "--pattern", "seq:size=4m,bs=16k", "--policy", "linux-ondemand,none"]);
+    let out = ahead(&[
+        "sim",
+        "--pattern",
+        "seq:size=4m,bs=16k",
+        "--policy",
+        "linux-ondemand,none",
+    ]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("linux-ondemand") && text.contains("none"), "{text}");
-    let out = ahead(&["sim", "--pattern", "seq:size=4m,bs=16k", "--policy", "none", "--json"]);
+    assert!(
+        text.contains("linux-ondemand") && text.contains("none"),
+        "{text}"
+    );
+    let out = ahead(&[
+        "sim",
+        "--pattern",
+        "seq:size=4m,bs=16k",
+        "--policy",
+        "none",
+        "--json",
+    ]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["results"][0]["policy"], "none");
     assert_eq!(v["results"][0]["read_requests"], 256);
@@ -59,12 +98,32 @@ fn sim_pattern_table_and_json() {
 
 #[test]
 fn bad_input_fails_cleanly() {
-    assert_clean_failure(&ahead(&["sim", "--pattern", "seq", "--policy", "nope"]), 2, "unknown policy");
-    assert_clean_failure(&ahead(&["sim", "--pattern", "zigzag"]), 2, "unknown pattern");
-    assert_clean_failure(&ahead(&["sim", "--pattern", "seq:size=12q"]), 2, "unknown size unit");
+    assert_clean_failure(
+        &ahead(&["sim", "--pattern", "seq", "--policy", "nope"]),
+        2,
+        "unknown policy",
+    );
+    assert_clean_failure(
+        &ahead(&["sim", "--pattern", "zigzag"]),
+        2,
+        "unknown pattern",
+    );
+    assert_clean_failure(
+        &ahead(&["sim", "--pattern", "seq:size=12q"]),
+        2,
+        "unknown size unit",
+    );
     assert_clean_failure(&ahead(&["sim", "--pattern", "seq:bs"]), 2, "KEY=VALUE");
-    assert_clean_failure(&ahead(&["sim", "--pattern", "seq", "--device", "floppy"]), 2, "unknown device");
-    assert_clean_failure(&ahead(&["replay", "/nonexistent/trace.log"]), 1, "cannot open trace");
+    assert_clean_failure(
+        &ahead(&["sim", "--pattern", "seq", "--device", "floppy"]),
+        2,
+        "unknown device",
+    );
+    assert_clean_failure(
+        &ahead(&["replay", "/nonexistent/trace.log"]),
+        1,
+        "cannot open trace",
+    );
 
     let dir = tmpdir("bad");
     let write = |name: &str, text: &str| {
@@ -74,7 +133,10 @@ fn bad_input_fails_cleanly() {
     };
     let empty = write("empty.log", "");
     assert_clean_failure(&ahead(&["replay", &empty]), 1, "empty");
-    let no_reads = write("noreads.log", "1 openat(AT_FDCWD, \"/a\", O_RDONLY) = 3</a>\n1 close(3</a>) = 0\n");
+    let no_reads = write(
+        "noreads.log",
+        "1 openat(AT_FDCWD, \"/a\", O_RDONLY) = 3</a>\n1 close(3</a>) = 0\n",
+    );
     assert_clean_failure(&ahead(&["replay", &no_reads]), 1, "no reads");
     let bad_line = write(
         "bad.log",
@@ -91,14 +153,18 @@ fn replay_csv_counts_what_a_person_would() {
     let p = dir.join("t.csv");
     // 8 sequential 16 KiB reads of a 128 KiB file, then the same again.
     let mut text = String::from("# two passes\nfile,offset,len\n");
-    for pass in 0..2 {
+    for _pass in 0..2 {
         for i in 0..8 {
-            text.push_str(&format!("/data/f,{},16384\n", i * 16384 + pass * 0));
+            text.push_str(&format!("/data/f,{},16384\n", i * 16384));
         }
     }
     std::fs::write(&p, text).unwrap();
     let out = ahead(&["replay", p.to_str().unwrap(), "--policy", "none", "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let r = &v["results"][0];
     assert_eq!(r["pages_requested"], 64);
@@ -110,7 +176,11 @@ fn replay_csv_counts_what_a_person_would() {
 }
 
 fn have_strace() -> bool {
-    Command::new("strace").arg("-V").output().map(|o| o.status.success()).unwrap_or(false)
+    Command::new("strace")
+        .arg("-V")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
 }
 
 /// Record a real trace of dd reading a 1 MiB file in 16 KiB pieces, and replay it.
@@ -142,8 +212,18 @@ fn replay_of_a_real_strace_trace_matches_a_hand_count() {
         }
         panic!("ahead trace failed: {stderr}");
     }
-    let out = ahead(&["replay", log.to_str().unwrap(), "--policy", "none,linux-ondemand,pratt", "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = ahead(&[
+        "replay",
+        log.to_str().unwrap(),
+        "--policy",
+        "none,linux-ondemand,pratt",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let path = canonical(&data);
     let file = v["files"]
@@ -153,10 +233,24 @@ fn replay_of_a_real_strace_trace_matches_a_hand_count() {
         .find(|f| f["file"] == path)
         .unwrap_or_else(|| panic!("{path} not in {}", v["files"]));
     assert_eq!(file["size"], 1 << 20);
-    let by = |p: &str| file["results"].as_array().unwrap().iter().find(|r| r["policy"] == p).unwrap().clone();
+    let by = |p: &str| {
+        file["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["policy"] == p)
+            .unwrap()
+            .clone()
+    };
     // 64 reads of 4 pages. none: one 4-page request per read.
     let none = by("none");
-    assert_eq!((none["pages_requested"].as_u64(), none["pages_read"].as_u64()), (Some(256), Some(256)));
+    assert_eq!(
+        (
+            none["pages_requested"].as_u64(),
+            none["pages_read"].as_u64()
+        ),
+        (Some(256), Some(256))
+    );
     assert_eq!(none["read_requests"], 64);
     // On-demand, by hand: [0,8) [8,24) [24,56), then 32-page windows to the end:
     // [56,88) [88,120) [120,152) [152,184) [184,216) [216,248) [248,256) = 10 requests.
@@ -172,5 +266,8 @@ fn replay_of_a_real_strace_trace_matches_a_hand_count() {
 }
 
 fn canonical(p: &Path) -> String {
-    std::fs::canonicalize(p).unwrap().to_string_lossy().into_owned()
+    std::fs::canonicalize(p)
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
 }

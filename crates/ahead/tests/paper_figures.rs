@@ -16,10 +16,17 @@ fn check(policy: &str, published: impl Fn(&ahead::paper::Figure) -> Published) {
             ("requests", got.read_requests, want.read_requests),
         ] {
             if !within_tolerance(g, w) {
-                failures.push(format!("Figure {} {policy} {what}: simulated {g}, paper {w}", fig.figure));
+                failures.push(format!(
+                    "Figure {} {policy} {what}: simulated {g}, paper {w}",
+                    fig.figure
+                ));
             }
         }
-        assert_eq!(got.pages_requested, fig.requested, "Figure {} requested pages", fig.figure);
+        assert_eq!(
+            got.pages_requested, fig.requested,
+            "Figure {} requested pages",
+            fig.figure
+        );
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -41,7 +48,11 @@ fn linux_2_6_7_is_exact_on_every_figure() {
         let run = fig.run("linux-2.6.7", SimConfig::default()).unwrap();
         let p = fig.linux_2_6_7;
         assert_eq!(
-            (run.paper.pages_read, run.paper.wasted_pages, run.paper.read_requests),
+            (
+                run.paper.pages_read,
+                run.paper.wasted_pages,
+                run.paper.read_requests
+            ),
             (p.pages_read, p.wasted_pages, p.read_requests),
             "Figure {}",
             fig.figure
@@ -62,7 +73,10 @@ fn the_paper_headline_figure_8_wastes_28_percent_under_2_6_7() {
 
 #[test]
 fn embedded_figures_equal_the_shared_anchors() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/anchors/paper_figures.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/anchors/paper_figures.json"
+    );
     let Ok(text) = std::fs::read_to_string(path) else {
         eprintln!("skipped: {path} is not here (shared/ sits beside the project in CI)");
         return;
@@ -77,11 +91,31 @@ fn embedded_figures_equal_the_shared_anchors() {
         assert_eq!(a["repeat"], f.repeat);
         assert_eq!(a["requested"], f.requested);
         assert_eq!(a["first_read_page_2_6_0"], f.first_page_2_6_0);
-        for (key, p) in [("linux-2.6.0", f.linux_2_6_0), ("linux-2.6.7", f.linux_2_6_7)] {
-            assert_eq!(a[key]["pages_read"], p.pages_read, "Figure {} {key}", f.figure);
-            assert_eq!(a[key]["wasted_pages"], p.wasted_pages, "Figure {} {key}", f.figure);
-            assert_eq!(a[key]["read_requests"], p.read_requests, "Figure {} {key}", f.figure);
-            assert_eq!(a[key]["avg_request_pages"].as_f64(), Some(p.avg_request_pages), "Figure {} {key}", f.figure);
+        for (key, p) in [
+            ("linux-2.6.0", f.linux_2_6_0),
+            ("linux-2.6.7", f.linux_2_6_7),
+        ] {
+            assert_eq!(
+                a[key]["pages_read"], p.pages_read,
+                "Figure {} {key}",
+                f.figure
+            );
+            assert_eq!(
+                a[key]["wasted_pages"], p.wasted_pages,
+                "Figure {} {key}",
+                f.figure
+            );
+            assert_eq!(
+                a[key]["read_requests"], p.read_requests,
+                "Figure {} {key}",
+                f.figure
+            );
+            assert_eq!(
+                a[key]["avg_request_pages"].as_f64(),
+                Some(p.avg_request_pages),
+                "Figure {} {key}",
+                f.figure
+            );
         }
     }
 }

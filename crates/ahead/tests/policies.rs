@@ -14,7 +14,12 @@ struct Recorder {
 
 impl Recorder {
     fn new(file_pages: u64) -> Recorder {
-        Recorder { file_pages, cached: HashSet::new(), markers: BTreeSet::new(), ios: Vec::new() }
+        Recorder {
+            file_pages,
+            cached: HashSet::new(),
+            markers: BTreeSet::new(),
+            ios: Vec::new(),
+        }
     }
 }
 
@@ -54,7 +59,11 @@ impl RaContext for Recorder {
 }
 
 /// Run reads of `pages` pages at each start through `policy`; return the I/Os as (start, pages).
-fn windows(policy: &str, file_pages: u64, reads: impl IntoIterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
+fn windows(
+    policy: &str,
+    file_pages: u64,
+    reads: impl IntoIterator<Item = (u64, u64)>,
+) -> Vec<(u64, u64)> {
     let mut ctx = Recorder::new(file_pages);
     let mut p = by_name(policy, PolicyConfig::default()).unwrap();
     for (start, pages) in reads {
@@ -91,13 +100,21 @@ fn ondemand_128k_reads_pipeline_at_once() {
 
 #[test]
 fn ondemand_lone_random_reads_get_exactly_what_they_ask() {
-    let w = windows("linux-ondemand", 100_000, [(5000, 4), (300, 4), (70_000, 4)]);
+    let w = windows(
+        "linux-ondemand",
+        100_000,
+        [(5000, 4), (300, 4), (70_000, 4)],
+    );
     assert_eq!(w, [(5000, 4), (300, 4), (70_000, 4)]);
 }
 
 #[test]
 fn ondemand_backward_reads_get_no_readahead() {
-    let w = windows("linux-ondemand", 1000, (0..10).rev().map(|i| (100 + 16 * i, 16)));
+    let w = windows(
+        "linux-ondemand",
+        1000,
+        (0..10).rev().map(|i| (100 + 16 * i, 16)),
+    );
     assert!(w.iter().all(|&(_, n)| n == 16), "{w:?}");
 }
 
@@ -106,7 +123,10 @@ fn ondemand_two_interleaved_streams_both_ramp_to_full_windows() {
     let reads = (0..200).flat_map(|i| [(i, 1), (10_000 + i, 1)]);
     let w = windows("linux-ondemand", 20_000, reads);
     let second: Vec<_> = w.iter().filter(|(s, _)| *s >= 10_000).collect();
-    assert!(second.iter().filter(|(_, n)| *n == 32).count() >= 3, "{second:?}");
+    assert!(
+        second.iter().filter(|(_, n)| *n == 32).count() >= 3,
+        "{second:?}"
+    );
 }
 
 #[test]

@@ -17,7 +17,10 @@ fn spec() -> impl Strategy<Value = String> {
             0 => format!("seq:size={size}p,bs={bs}p"),
             1 => format!("reverse:size={size}p,bs={bs}p"),
             2 => format!("stride:size={size}p,bs={bs}p,stride={}p", bs * (k + 1)),
-            3 => format!("random:size={size}p,bs={bs}p,count={},seed={seed}", size / bs + 3),
+            3 => format!(
+                "random:size={size}p,bs={bs}p,count={},seed={seed}",
+                size / bs + 3
+            ),
             4 => format!("interleaved:size={size}p,bs={bs}p,streams={k}"),
             5 => format!("shuffled:size={size}p,bs={bs}p,group={},seed={seed}", k * 4),
             6 => format!("paper:read={bs},seek={k},repeat={}", size / bs + 1),
@@ -28,7 +31,12 @@ fn spec() -> impl Strategy<Value = String> {
 
 /// Sub-page reads too: arbitrary byte offsets and lengths on one file.
 fn byte_reads() -> impl Strategy<Value = (u64, Vec<(u64, u64)>)> {
-    (1u64..300_000).prop_flat_map(|size| (Just(size), prop::collection::vec((0..size + 10_000, 1u64..70_000), 1..60)))
+    (1u64..300_000).prop_flat_map(|size| {
+        (
+            Just(size),
+            prop::collection::vec((0..size + 10_000, 1u64..70_000), 1..60),
+        )
+    })
 }
 
 fn unique_pages(pattern: &Pattern) -> u64 {
@@ -41,7 +49,11 @@ fn unique_pages(pattern: &Pattern) -> u64 {
             Event::Open { handle, file } => {
                 files.insert(handle, file);
             }
-            Event::Read { handle, offset, len } => {
+            Event::Read {
+                handle,
+                offset,
+                len,
+            } => {
                 let f = files[&handle];
                 let (a, b) = ahead::Bytes::page_span(offset, len);
                 for p in a..b.min(sizes[f as usize]) {

@@ -477,7 +477,9 @@ impl Simulator {
 
     /// How many pages of `file` in `[start, end)` are cached now.
     pub fn cached_in(&self, file: u32, start: u64, end: u64) -> u64 {
-        (start..end).filter(|&p| self.cache.contains(file, p)).count() as u64
+        (start..end)
+            .filter(|&p| self.cache.contains(file, p))
+            .count() as u64
     }
 
     /// Pages in the cache now (never more than its capacity).
