@@ -205,6 +205,15 @@ fn json_text(v: &serde_json::Value) -> String {
     text
 }
 
+/// One row per run, faithful totals.
+fn totals_table(runs: &[RunReport]) -> String {
+    let rows: Vec<(&str, &sim::Metrics)> = runs
+        .iter()
+        .map(|r| (r.policy.as_str(), &r.faithful))
+        .collect();
+    report::metrics_table(&rows)
+}
+
 fn cmd_sim(a: SimArgs) -> Result<String, Failure> {
     let mut out = String::new();
     let config = a.model.config()?;
@@ -244,11 +253,7 @@ fn cmd_sim(a: SimArgs) -> Result<String, Failure> {
             config.device, a.model.cache_mb, a.model.ra_max_kb
         )
         .ok();
-        let rows: Vec<(&str, &sim::Metrics)> = runs
-            .iter()
-            .map(|r| (r.policy.as_str(), &r.faithful))
-            .collect();
-        write!(out, "{}", report::metrics_table(&rows)).ok();
+        out.push_str(&totals_table(&runs));
     }
     Ok(out)
 }
@@ -284,11 +289,7 @@ fn cmd_replay(a: ReplayArgs) -> Result<String, Failure> {
         a.model.ra_max_kb
     )
     .ok();
-    let rows: Vec<(&str, &sim::Metrics)> = runs
-        .iter()
-        .map(|r| (r.policy.as_str(), &r.faithful))
-        .collect();
-    write!(out, "{}", report::metrics_table(&rows)).ok();
+    out.push_str(&totals_table(&runs));
     if trace.files.len() > 1 {
         for (i, f) in trace.files.iter().enumerate() {
             writeln!(out, "\n{} ({} bytes)", f.name, f.size.0).ok();

@@ -145,6 +145,7 @@ fn bad_input_fails_cleanly() {
     assert_clean_failure(&ahead(&["replay", &bad_line]), 1, "line 3");
     let bad_csv = write("bad.csv", "file,offset,len\n/a,0,4096\n/a,4096,many\n");
     assert_clean_failure(&ahead(&["replay", &bad_csv]), 1, "line 3");
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -173,6 +174,7 @@ fn replay_csv_counts_what_a_person_would() {
     assert_eq!(r["read_requests"], 8);
     assert_eq!(v["files"][0]["file"], "/data/f");
     assert_eq!(v["files"][0]["size"], 131072);
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 fn have_strace() -> bool {
@@ -263,6 +265,7 @@ fn replay_of_a_real_strace_trace_matches_a_hand_count() {
     let pratt = by("pratt");
     assert_eq!(pratt["pages_read"], 256);
     assert_eq!(pratt["read_requests"], 10);
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 fn canonical(p: &Path) -> String {
