@@ -316,29 +316,7 @@ impl Simulator {
                 self.cache.remove(file, p);
             }
         }
-        let Simulator {
-            opens,
-            cache,
-            device,
-            files,
-            thrash,
-            now_ns,
-            seq,
-            ..
-        } = self;
-        let open = opens[handle as usize].as_mut().expect("checked above");
-        let paper = self.config.accounting == Accounting::Paper;
-        let mut ctx = Ctx {
-            cache,
-            device,
-            files,
-            thrash,
-            file,
-            owner: handle,
-            now_ns: *now_ns,
-            seq: *seq,
-            paper,
-        };
+        let (open, mut ctx) = self.policy_and_ctx(handle, file);
         open.policy.on_hint(hint, &mut ctx);
         self.deliver_thrash();
         Ok(())
@@ -361,39 +339,17 @@ impl Simulator {
         self.seq += 1;
         let congested = self.device.congested(self.now_ns);
 
-        let Simulator {
-            opens,
-            cache,
-            device,
-            files,
-            thrash,
-            now_ns,
-            seq,
-            config,
-            ..
-        } = self;
-        let open = opens[handle as usize].as_mut().expect("checked above");
+        let (start_ns, seq, compute_ns) = (self.now_ns, self.seq, self.config.compute_ns_per_page);
+        let (open, mut ctx) = self.policy_and_ctx(handle, file);
         if open.congested != congested {
             open.congested = congested;
             open.policy.on_congestion(congested);
         }
-        let paper = config.accounting == Accounting::Paper;
-        let mut ctx = Ctx {
-            cache,
-            device,
-            files,
-            thrash,
-            file,
-            owner: handle,
-            now_ns: *now_ns,
-            seq: *seq,
-            paper,
-        };
         open.policy.on_read(read, &mut ctx);
 
         // The reader walks its pages.
         let (first, last) = (read.first_page(), read.end_page());
-        let mut now = *now_ns;
+        let mut now = start_ns;
         let mut c = Counters::default();
         let mut p = first;
         while p < last {
@@ -414,7 +370,7 @@ impl Simulator {
                         .expect("a page just read is cached")
                 }
             };
-            if touched.loaded_seq < *seq {
+            if touched.loaded_seq < seq {
                 c.hit_pages += 1;
             }
             if touched.first_use {
@@ -424,19 +380,50 @@ impl Simulator {
                 c.stall_ns += touched.ready_ns - now;
                 now = touched.ready_ns;
             }
-            now += config.compute_ns_per_page;
+            now += compute_ns;
             p += 1;
         }
-        let fc = &mut files[file as usize].counters;
-        fc.first_ns.get_or_insert(*now_ns);
+        let fc = &mut ctx.files[file as usize].counters;
+        fc.first_ns.get_or_insert(start_ns);
         fc.pages_requested += last - first;
         fc.hit_pages += c.hit_pages;
         fc.used_pages += c.used_pages;
         fc.stall_ns += c.stall_ns;
         fc.last_ns = now;
-        *now_ns = now;
+        self.now_ns = now;
         self.deliver_thrash();
         Ok(())
+    }
+
+    /// `handle`'s policy and the driver's side of [`RaContext`] for it, borrowed apart so the
+    /// policy can be called with the context. The caller has checked that `handle` is open.
+    fn policy_and_ctx(&mut self, handle: u32, file: u32) -> (&mut OpenState, Ctx<'_>) {
+        let Simulator {
+            opens,
+            cache,
+            device,
+            files,
+            thrash,
+            now_ns,
+            seq,
+            config,
+            ..
+        } = self;
+        let open = opens[handle as usize]
+            .as_mut()
+            .expect("handle checked by the caller");
+        let ctx = Ctx {
+            cache,
+            device,
+            files,
+            thrash,
+            file,
+            owner: handle,
+            now_ns: *now_ns,
+            seq: *seq,
+            paper: config.accounting == Accounting::Paper,
+        };
+        (open, ctx)
     }
 
     fn deliver_thrash(&mut self) {
