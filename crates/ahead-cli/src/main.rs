@@ -7,9 +7,10 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use ahead::kernel::{self, capture, TraceDir};
 use ahead::paper;
 use ahead::pattern::Pattern;
-use ahead::policy::{PolicyConfig, POLICIES};
+use ahead::policy::{PolicyConfig, Window, POLICIES};
 use ahead::report;
 use ahead::sim::{self, DeviceModel, RunReport, SimConfig};
 use ahead::units::PAGE_SIZE;
@@ -42,8 +43,12 @@ enum Command {
     /// Simulate policies on a recorded trace (strace log or CSV). Never opens the traced files.
     #[command(after_help = AFTER_HELP)]
     Replay(ReplayArgs),
-    /// Run a command under strace and write the log `replay` reads.
+    /// Run a command under strace and write the log `replay` reads; with --kernel, also record
+    /// the live kernel's readahead decisions (or run a pattern for real) into a directory.
     Trace(TraceArgs),
+    /// Line up the live kernel's readahead windows (from `trace --kernel`) with the
+    /// linux-ondemand model's for the same reads.
+    Compare(CompareArgs),
 }
 
 #[derive(Args, Clone)]
@@ -57,15 +62,21 @@ struct ModelArgs {
     /// Device model: nvme, hdd or remote.
     #[arg(long, default_value = "nvme")]
     device: String,
-    /// Maximum readahead window in KiB (the device's read_ahead_kb).
-    #[arg(long, default_value_t = 128)]
-    ra_max_kb: u64,
-    /// Largest single I/O in KiB (the device's max_sectors_kb); defaults to the window.
+    /// Maximum readahead window in KiB (the device's read_ahead_kb). Default 128; `replay`
+    /// reads it from sysfs (or the trace directory) when the traced files are on this machine.
+    #[arg(long)]
+    ra_max_kb: Option<u64>,
+    /// Largest single I/O in KiB (the device's max_sectors_kb); defaults to the window, or to
+    /// sysfs like --ra-max-kb.
     #[arg(long)]
     io_max_kb: Option<u64>,
     /// Window of the `fixed` policy in KiB.
     #[arg(long, default_value_t = 128)]
     fixed_kb: u64,
+    /// Largest page cache folio order linux-ondemand uses (default 9 = 2 MiB, as ext4/xfs on
+    /// Linux 6.16+; 0 = no large folios, as older kernels).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=20))]
+    folio_max_order: Option<u8>,
     /// Time the reader spends on each page, in microseconds.
     #[arg(long, default_value_t = 0.0)]
     compute_us: f64,
@@ -88,20 +99,57 @@ struct SimArgs {
 
 #[derive(Args)]
 struct ReplayArgs {
-    /// The trace: an strace log (from `ahead trace`) or a CSV with file,offset,len.
+    /// The trace: an strace log (from `ahead trace`), a CSV with file,offset,len, or a directory
+    /// from `ahead trace --kernel`.
     file: PathBuf,
+    /// Write every readahead decision of the policy as CSV (file,start,size,async_size, in
+    /// pages), as the kernel's page_cache_ra_order / page_cache_ra_unbounded events carry them.
+    /// Takes one policy; with --policy all, linux-ondemand.
+    #[arg(long, value_name = "FILE")]
+    windows: Option<PathBuf>,
     #[command(flatten)]
     model: ModelArgs,
 }
 
 #[derive(Args)]
 struct TraceArgs {
-    /// Where to write the strace log.
+    /// Where to write: the strace log, or with --kernel a directory.
     #[arg(short, long)]
     output: PathBuf,
+    /// Also record the live kernel's readahead tracepoints for the files read (needs root,
+    /// tracefs and Linux 6.16+), into the directory --output.
+    #[arg(long)]
+    kernel: bool,
+    /// With --kernel: instead of a command, run this pattern for real (buffered preads) against
+    /// --file, its cached pages dropped first.
+    #[arg(long, requires_all = ["kernel", "file"], conflicts_with = "command")]
+    pattern: Option<String>,
+    /// The file --pattern reads (created, filled, if it does not exist).
+    #[arg(long, requires = "pattern")]
+    file: Option<PathBuf>,
+    /// With --kernel and a command: drop this file's cached pages before running (repeatable),
+    /// so the kernel starts cold as the model does.
+    #[arg(long, requires = "kernel", value_name = "PATH")]
+    drop: Vec<PathBuf>,
     /// The command to run, after `--`.
-    #[arg(last = true, required = true)]
+    #[arg(last = true, required_unless_present = "pattern")]
     command: Vec<String>,
+}
+
+#[derive(Args)]
+struct CompareArgs {
+    /// A directory written by `ahead trace --kernel`.
+    dir: PathBuf,
+    /// The policy whose totals are shown beside the kernel model's ("what it would have done
+    /// instead"). Default: adaptive when the build has it, else pratt.
+    #[arg(long)]
+    instead: Option<String>,
+    /// How many differing windows to show per file.
+    #[arg(long, default_value_t = 5)]
+    show: usize,
+    /// Print one JSON document instead of tables.
+    #[arg(long)]
+    json: bool,
 }
 
 /// A failure: usage (exit 2) or runtime (exit 1).
@@ -124,6 +172,7 @@ fn main() -> ExitCode {
         Command::Sim(a) => cmd_sim(a),
         Command::Replay(a) => cmd_replay(a),
         Command::Trace(a) => cmd_trace(a),
+        Command::Compare(a) => cmd_compare(a),
     };
     match outcome {
         Ok(text) => {
@@ -147,8 +196,26 @@ fn main() -> ExitCode {
     }
 }
 
+/// Defaults the model takes from where a trace came from (a trace directory's meta, or sysfs
+/// for files on this machine), used where the user gave no value.
+#[derive(Clone, Copy, Debug, Default)]
+struct Defaults {
+    ra_max_kb: Option<u64>,
+    io_max_kb: Option<u64>,
+    folio_max_order: Option<u8>,
+}
+
 impl ModelArgs {
     fn config(&self) -> Result<SimConfig, Failure> {
+        self.config_with(Defaults::default())
+    }
+
+    /// The window the run uses, in KiB.
+    fn ra_kb(&self, d: Defaults) -> u64 {
+        self.ra_max_kb.or(d.ra_max_kb).unwrap_or(128)
+    }
+
+    fn config_with(&self, d: Defaults) -> Result<SimConfig, Failure> {
         let device = DeviceModel::preset(&self.device).map_err(usage)?;
         let kb_pages = |kb: u64| kb * 1024 / PAGE_SIZE;
         if self.cache_mb == 0 {
@@ -159,15 +226,28 @@ impl ModelArgs {
                 "--compute-us must be a number of microseconds, 0 or more",
             ));
         }
-        let ra = kb_pages(self.ra_max_kb);
+        let ra_kb = self.ra_kb(d);
+        if ra_kb > 1 << 30 {
+            return Err(usage("--ra-max-kb is too large"));
+        }
+        let ra = kb_pages(ra_kb);
+        let io_kb = self.io_max_kb.or(if self.ra_max_kb.is_some() {
+            None
+        } else {
+            d.io_max_kb
+        });
         Ok(SimConfig {
             cache_pages: (self.cache_mb << 20) as usize / PAGE_SIZE as usize,
             device,
             compute_ns_per_page: (self.compute_us * 1000.0) as u64,
             policy: PolicyConfig {
                 ra_max_pages: ra,
-                io_max_pages: self.io_max_kb.map(kb_pages).unwrap_or(ra),
+                io_max_pages: io_kb.map(kb_pages).unwrap_or(ra),
                 fixed_pages: kb_pages(self.fixed_kb),
+                folio_max_order: self
+                    .folio_max_order
+                    .or(d.folio_max_order)
+                    .unwrap_or(PolicyConfig::default().folio_max_order),
             },
             ..SimConfig::default()
         })
@@ -250,7 +330,9 @@ fn cmd_sim(a: SimArgs) -> Result<String, Failure> {
         writeln!(
             out,
             "pattern {spec}, device {}, cache {} MiB, max window {} KiB",
-            config.device, a.model.cache_mb, a.model.ra_max_kb
+            config.device,
+            a.model.cache_mb,
+            a.model.ra_kb(Defaults::default())
         )
         .ok();
         out.push_str(&totals_table(&runs));
@@ -258,35 +340,130 @@ fn cmd_sim(a: SimArgs) -> Result<String, Failure> {
     Ok(out)
 }
 
+/// Where a trace's model defaults come from: its directory's meta, or sysfs for files on this
+/// machine. Returns the defaults and a phrase saying where they came from.
+fn trace_defaults(
+    input: &std::path::Path,
+    trace: &ahead::trace::Trace,
+) -> Result<(Defaults, String), Failure> {
+    let kb = |d: Defaults| d.ra_max_kb.map(|v| format!("{v} KiB")).unwrap_or_default();
+    if TraceDir::is_trace_dir(input) {
+        let dir = TraceDir::load(input).map_err(runtime)?;
+        let first = dir.meta.files.iter().find(|f| f.ra_max_kb.is_some());
+        let d = Defaults {
+            ra_max_kb: first.and_then(|f| f.ra_max_kb),
+            io_max_kb: first.and_then(|f| f.io_max_kb),
+            folio_max_order: Some(dir.meta.folio_max_order),
+        };
+        let from = format!("read_ahead_kb {} recorded in {}", kb(d), input.display());
+        return Ok((d, from));
+    }
+    for f in &trace.files {
+        let path = std::path::Path::new(&f.name);
+        if let (Some(ra), io) = capture::device_limits(path) {
+            let d = Defaults {
+                ra_max_kb: Some(ra),
+                io_max_kb: io,
+                folio_max_order: None,
+            };
+            return Ok((
+                d,
+                format!("read_ahead_kb {} from sysfs for {}", kb(d), f.name),
+            ));
+        }
+    }
+    Ok((Defaults::default(), String::new()))
+}
+
+/// A CSV field, quoted when it has to be.
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
+}
+
 fn cmd_replay(a: ReplayArgs) -> Result<String, Failure> {
     let mut out = String::new();
-    let config = a.model.config()?;
-    let policies = a.model.policies()?;
-    let trace = ahead::trace::read_path(&a.file)
-        .map_err(|e| runtime(format!("{}: {e}", a.file.display())))?;
+    let reads_path = if TraceDir::is_trace_dir(&a.file) {
+        TraceDir::reads_path(&a.file).map_err(runtime)?
+    } else {
+        a.file.clone()
+    };
+    let trace = ahead::trace::read_path(&reads_path)
+        .map_err(|e| runtime(format!("{}: {e}", reads_path.display())))?;
+    let (defaults, from) = trace_defaults(&a.file, &trace)?;
+    let config = a.model.config_with(defaults)?;
+    let mut policies = a.model.policies()?;
+    if a.windows.is_some() {
+        if a.model.policy == "all" {
+            policies = vec!["linux-ondemand"];
+        } else if policies.len() != 1 {
+            return Err(usage("--windows takes one --policy"));
+        }
+    }
     let sizes: Vec<u64> = trace.files.iter().map(|f| f.size.0).collect();
-    let runs = policies
-        .iter()
-        .map(|p| sim::run(p, config, trace.clone().into_workload()))
-        .collect::<Result<Vec<RunReport>, String>>()
-        .map_err(runtime)?;
+    let mut runs = Vec::new();
+    for p in &policies {
+        let mut s = sim::Simulator::new(p, config).map_err(runtime)?;
+        if let Some(path) = &a.windows {
+            s.record_windows();
+            s.run_workload(trace.clone().into_workload())
+                .map_err(runtime)?;
+            let mut csv = String::from("file,start,size,async_size\n");
+            for w in s.windows() {
+                writeln!(
+                    csv,
+                    "{},{},{},{}",
+                    csv_field(s.file_name(w.file)),
+                    w.window.start,
+                    w.window.size,
+                    w.window.async_size
+                )
+                .ok();
+            }
+            if s.windows().is_empty() {
+                eprintln!("note: policy {p} names no windows (only linux-ondemand models the kernel's tracepoints)");
+            }
+            std::fs::write(path, csv)
+                .map_err(|e| runtime(format!("cannot write {}: {e}", path.display())))?;
+            eprintln!(
+                "wrote {} windows of {p} to {}",
+                s.windows().len(),
+                path.display()
+            );
+        } else {
+            s.run_workload(trace.clone().into_workload())
+                .map_err(runtime)?;
+        }
+        runs.push(s.report());
+    }
     if a.model.json {
         out.push_str(&json_text(&json!({
             "trace": a.file.display().to_string(),
+            "ra_max_pages": config.policy.ra_max_pages,
+            "io_max_pages": config.policy.io_max_pages,
+            "folio_max_order": config.policy.folio_max_order,
             "results": report::results_json(&runs),
             "files": report::files_json(&runs, &sizes),
         })));
         return Ok(out);
     }
+    let ra_kb = a.model.ra_kb(defaults);
     writeln!(
         out,
-        "trace {}: {} reads over {} files; device {}, cache {} MiB, max window {} KiB",
+        "trace {}: {} reads over {} files; device {}, cache {} MiB, max window {ra_kb} KiB{}",
         a.file.display(),
         trace.reads(),
         trace.files.len(),
         config.device,
         a.model.cache_mb,
-        a.model.ra_max_kb
+        if a.model.ra_max_kb.is_none() && !from.is_empty() {
+            format!(" ({from})")
+        } else {
+            String::new()
+        }
     )
     .ok();
     out.push_str(&totals_table(&runs));
@@ -304,12 +481,18 @@ fn cmd_replay(a: ReplayArgs) -> Result<String, Failure> {
 }
 
 fn cmd_trace(a: TraceArgs) -> Result<String, Failure> {
+    if a.kernel {
+        return cmd_trace_kernel(a);
+    }
+    if !a.drop.is_empty() {
+        return Err(usage("--drop goes with --kernel"));
+    }
     let status = std::process::Command::new("strace")
         .args([
             "-f",
             "-y",
             "-e",
-            "trace=openat,read,pread64,preadv,lseek,close",
+            "trace=openat,read,pread64,preadv,lseek,close,fadvise64,readahead",
             "-o",
         ])
         .arg(&a.output)
@@ -337,4 +520,172 @@ fn cmd_trace(a: TraceArgs) -> Result<String, Failure> {
         return Err(runtime(format!("the traced command exited with {status}")));
     }
     Ok(String::new())
+}
+
+fn cmd_trace_kernel(a: TraceArgs) -> Result<String, Failure> {
+    let out = &a.output;
+    if out.exists() && !out.is_dir() {
+        return Err(usage(format!(
+            "{} exists and is not a directory: --kernel writes a directory",
+            out.display()
+        )));
+    }
+    if let Some(spec) = &a.pattern {
+        let file = a
+            .file
+            .as_ref()
+            .expect("clap requires --file with --pattern");
+        Pattern::parse(spec).map_err(usage)?;
+        let rec = capture::record_pattern(spec, file, out).map_err(runtime)?;
+        eprintln!(
+            "ran {spec} on {}: {} reads, {} kernel readahead events; wrote {}\n\
+             compare with: ahead compare {}",
+            file.display(),
+            rec.reads,
+            rec.events,
+            rec.dir.display(),
+            rec.dir.display()
+        );
+        return Ok(String::new());
+    }
+    let (rec, status) = capture::record_command(&a.command, &a.drop, out).map_err(runtime)?;
+    eprintln!(
+        "{} reads, {} kernel readahead events for the files read; wrote {}\n\
+         compare with: ahead compare {}",
+        rec.reads,
+        rec.events,
+        rec.dir.display(),
+        rec.dir.display()
+    );
+    if !status.success() {
+        return Err(runtime(format!("the traced command exited with {status}")));
+    }
+    Ok(String::new())
+}
+
+/// The policy `compare` shows beside the kernel model by default.
+fn default_instead() -> &'static str {
+    if POLICIES.iter().any(|(n, _)| *n == "adaptive") {
+        "adaptive"
+    } else {
+        "pratt"
+    }
+}
+
+fn window_text(w: Option<&Window>) -> String {
+    match w {
+        Some(w) => format!("{:>9} {:>6} {:>6}", w.start, w.size, w.async_size),
+        None => format!("{:>9} {:>6} {:>6}", "-", "-", "-"),
+    }
+}
+
+fn cmd_compare(a: CompareArgs) -> Result<String, Failure> {
+    let instead = a.instead.as_deref().unwrap_or(default_instead());
+    ahead::policy::validate_name(instead).map_err(usage)?;
+    let dir = TraceDir::load(&a.dir).map_err(runtime)?;
+    let cmp = kernel::compare(&dir).map_err(runtime)?;
+    let config = dir.sim_config();
+    let runs = ["linux-ondemand", instead]
+        .iter()
+        .map(|p| sim::run(p, config, dir.reads.clone().into_workload()))
+        .collect::<Result<Vec<RunReport>, String>>()
+        .map_err(runtime)?;
+    if a.json {
+        return Ok(json_text(&json!({
+            "dir": a.dir.display().to_string(),
+            "kernel": dir.meta.kernel,
+            "source": dir.meta.source,
+            "kernel_windows": cmp.kernel_windows(),
+            "model_windows": cmp.model_windows(),
+            "identical": cmp.identical(),
+            "exact_share": cmp.exact_share(),
+            "comparison": cmp,
+            "results": report::results_json(&runs),
+        })));
+    }
+    let mut out = String::new();
+    writeln!(
+        out,
+        "{}: {} on Linux {}\nmodel: linux-ondemand, max window {} pages, largest I/O {} pages, folios up to order {}\n",
+        a.dir.display(),
+        dir.meta.source,
+        dir.meta.kernel,
+        cmp.ra_max_pages,
+        cmp.io_max_pages,
+        cmp.folio_max_order
+    )
+    .ok();
+    let skipped: Vec<&str> = cmp
+        .files
+        .iter()
+        .filter(|f| !f.compared)
+        .map(|f| f.path.as_str())
+        .collect();
+    if !skipped.is_empty() {
+        writeln!(
+            out,
+            "not compared (their cache state before the run is unknown; name them with --drop to trace them cold): {}\n",
+            skipped.join(", ")
+        )
+        .ok();
+    }
+    for f in cmp.files.iter().filter(|f| f.compared) {
+        writeln!(
+            out,
+            "{}: kernel {} windows, model {}, identical {}",
+            f.path,
+            f.kernel.len(),
+            f.model.len(),
+            f.identical
+        )
+        .ok();
+        if let Some(first) = f.first_difference {
+            writeln!(
+                out,
+                "  first difference at decision {first}:\n  {:>5}  {:>9} {:>6} {:>6}   {:>9} {:>6} {:>6}",
+                "#", "kernel", "size", "async", "model", "size", "async"
+            )
+            .ok();
+            let from = first.saturating_sub(1);
+            let to = (first + a.show).min(f.kernel.len().max(f.model.len()));
+            for i in from..to {
+                writeln!(
+                    out,
+                    "  {i:>5}  {}   {}{}",
+                    window_text(f.kernel.get(i)),
+                    window_text(f.model.get(i)),
+                    if f.kernel.get(i) == f.model.get(i) {
+                        ""
+                    } else {
+                        "  <"
+                    }
+                )
+                .ok();
+            }
+        }
+    }
+    if cmp.kernel_windows() + cmp.model_windows() == 0 {
+        writeln!(
+            out,
+            "\nno windows compared: neither the kernel nor the model read ahead on a cold file\n"
+        )
+        .ok();
+    } else {
+        writeln!(
+            out,
+            "\nidentical windows: {} of {} kernel windows ({} model windows): {:.2}%\n",
+            cmp.identical(),
+            cmp.kernel_windows(),
+            cmp.model_windows(),
+            100.0 * cmp.exact_share()
+        )
+        .ok();
+    }
+    writeln!(
+        out,
+        "the same reads through the model and through {instead} instead:"
+    )
+    .ok();
+    out.push_str(&totals_table(&runs));
+    Ok(out)
 }

@@ -214,11 +214,17 @@ fn replay_of_a_real_strace_trace_matches_a_hand_count() {
         }
         panic!("ahead trace failed: {stderr}");
     }
+    // The file is on this machine, so replay would take its device's read_ahead_kb from
+    // sysfs: pin the hand count's settings (128 KiB windows, single-page folios).
     let out = ahead(&[
         "replay",
         log.to_str().unwrap(),
         "--policy",
         "none,linux-ondemand,pratt",
+        "--ra-max-kb",
+        "128",
+        "--folio-max-order",
+        "0",
         "--json",
     ]);
     assert!(
@@ -273,4 +279,103 @@ fn canonical(p: &Path) -> String {
         .unwrap()
         .to_string_lossy()
         .into_owned()
+}
+
+#[test]
+fn replay_windows_writes_one_row_per_decision() {
+    // 64 sequential 4 KiB reads of a 1 MiB file, 128 KiB window, no large folios: the kernel's
+    // sequence is [0,4) with 3 ahead, then 8, 16, 32 (the rest of the file).
+    let dir = tmpdir("windows");
+    let trace = dir.join("t.csv");
+    let mut csv = String::from("file,offset,len,size\n");
+    for i in 0..64 {
+        csv.push_str(&format!("/data/f,{},4096,1048576\n", i * 4096));
+    }
+    std::fs::write(&trace, csv).unwrap();
+    let windows = dir.join("w.csv");
+    let out = ahead(&[
+        "replay",
+        trace.to_str().unwrap(),
+        "--windows",
+        windows.to_str().unwrap(),
+        "--ra-max-kb",
+        "128",
+        "--folio-max-order",
+        "0",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&windows).unwrap();
+    let rows: Vec<&str> = text.lines().collect();
+    assert_eq!(rows[0], "file,start,size,async_size");
+    assert_eq!(
+        &rows[1..6],
+        [
+            "/data/f,0,4,3",
+            "/data/f,4,8,8",
+            "/data/f,12,16,16",
+            "/data/f,28,32,32",
+            "/data/f,60,32,32"
+        ]
+    );
+    // --windows takes one policy.
+    let out = ahead(&[
+        "replay",
+        trace.to_str().unwrap(),
+        "--windows",
+        windows.to_str().unwrap(),
+        "--policy",
+        "pratt,none",
+    ]);
+    assert_clean_failure(&out, 2, "one --policy");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn kernel_tracing_bad_input_fails_cleanly() {
+    let out = ahead(&["compare", "/nonexistent/ahead-dir"]);
+    assert_clean_failure(&out, 1, "trace --kernel");
+    let out = ahead(&["trace", "--kernel", "--pattern", "seq", "-o", "/tmp/x"]);
+    assert_eq!(out.status.code(), Some(2), "--pattern needs --file");
+    let out = ahead(&[
+        "trace",
+        "--pattern",
+        "seq",
+        "--file",
+        "/tmp/x",
+        "-o",
+        "/tmp/x",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "--pattern needs --kernel");
+    let dir = tmpdir("kernel-bad");
+    let out = ahead(&[
+        "trace",
+        "--kernel",
+        "--pattern",
+        "nosuch",
+        "--file",
+        dir.join("f").to_str().unwrap(),
+        "-o",
+        dir.join("o").to_str().unwrap(),
+    ]);
+    assert_clean_failure(&out, 2, "unknown pattern");
+    // A file shorter than the pattern is refused, not grown.
+    let short = dir.join("short");
+    std::fs::write(&short, b"tiny").unwrap();
+    let out = ahead(&[
+        "trace",
+        "--kernel",
+        "--pattern",
+        "seq:size=1m",
+        "--file",
+        short.to_str().unwrap(),
+        "-o",
+        dir.join("o").to_str().unwrap(),
+    ]);
+    assert_clean_failure(&out, 1, "4 bytes");
+    assert_eq!(std::fs::read(&short).unwrap(), b"tiny");
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -4,10 +4,12 @@
 //! told of each application read, it looks at the cache and asks for I/O. The [`sim`]ulator is
 //! one driver: it replays [`pattern`]s and [`trace`]s against a modelled page cache and device
 //! and reports the figures the 2004 readahead paper reported, with modelled time. [`paper`]
-//! reproduces that paper's Figures 4-10.
+//! reproduces that paper's Figures 4-10. [`kernel`] records the live kernel's readahead
+//! decisions and lines them up with the `linux-ondemand` model's.
 
 #![warn(missing_docs)]
 
+pub mod kernel;
 pub mod paper;
 pub mod pattern;
 pub mod policy;

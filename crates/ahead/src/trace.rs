@@ -3,10 +3,11 @@
 //! Two formats, told apart by their first line:
 //!
 //! * **strace logs**, as written by
-//!   `strace -f -y -e trace=openat,read,pread64,preadv,lseek,close -o FILE CMD`
+//!   `strace -f -y -e trace=openat,read,pread64,preadv,lseek,close,fadvise64,readahead -o FILE CMD`
 //!   (`ahead trace` writes exactly that). `-y` names each descriptor's path (`3</data/f>`);
 //!   `-f` prefixes lines with the thread id. File positions are followed through `openat`,
-//!   `read`, `lseek` and `close`; `pread64`/`preadv` carry their offset. Calls split by other
+//!   `read`, `lseek` and `close`; `pread64`/`preadv` carry their offset; `fadvise64` and
+//!   `readahead` become hints. Calls split by other
 //!   threads (`<unfinished ...>` / `<... read resumed>`) are joined. Descriptors that are not
 //!   regular files (pipes, sockets, `/dev`, `/proc`, `/sys`) and failed calls are skipped.
 //!   Descriptor tables are one per trace: a process that inherits a descriptor is followed, two
@@ -22,6 +23,7 @@
 use std::collections::HashMap;
 use std::io::{BufRead, Read};
 
+use crate::policy::Hint;
 use crate::units::Bytes;
 use crate::workload::{Event, FileSpec, Workload};
 
@@ -480,43 +482,16 @@ fn apply_call(
                 return Ok(());
             };
             let got = got as u64;
-            let entry = match (fds.get(&fd), path) {
-                (Some(e), Some(p)) if e.path != p => None,
-                (Some(_), _) => fds.get_mut(&fd),
-                (None, _) => None,
-            };
-            let entry = match entry {
-                Some(e) => e,
-                None => {
-                    // A descriptor opened before the trace began, or inherited: follow it by path.
-                    let Some(p) = path.filter(|p| regular_path(p)) else {
-                        return Ok(());
-                    };
-                    if let Some(old) = fds.remove(&fd) {
-                        close_fd(b, old);
-                    }
-                    fds.entry(fd).or_insert(OpenFd {
-                        path: p.to_string(),
-                        file: None,
-                        handle: None,
-                        pos: 0,
-                    })
-                }
-            };
-            let file = *entry.file.get_or_insert_with(|| b.file(&entry.path));
-            let handle = match entry.handle {
-                Some(h) => h,
-                None => {
-                    let h = b.open(file);
-                    entry.handle = Some(h);
-                    h
-                }
+            let Some((handle, file, pos)) = handle_for(fd, path, b, fds) else {
+                return Ok(());
             };
             match call.name {
                 "read" => {
                     let asked = parse_num(call.args[2], "read's count")?;
-                    b.read(handle, file, entry.pos, asked, got);
-                    entry.pos += got;
+                    b.read(handle, file, pos, asked, got);
+                    if let Some(e) = fds.get_mut(&fd) {
+                        e.pos += got;
+                    }
                 }
                 "pread64" => {
                     let asked = parse_num(call.args[2], "pread64's count")?;
@@ -528,6 +503,38 @@ fn apply_call(
                     b.read(handle, file, offset, got, got);
                 }
             }
+        }
+        "fadvise64" | "readahead" => {
+            need(if call.name == "readahead" { 3 } else { 4 })?;
+            if result_value(call.result).is_none() {
+                return Ok(());
+            }
+            let (fd, path) = parse_fd(call.args[0])?;
+            let Some((handle, _, _)) = handle_for(fd, path, b, fds) else {
+                return Ok(());
+            };
+            let offset = parse_num(call.args[1], "the offset")?;
+            let len = parse_num(call.args[2], "the length")?;
+            let start_page = offset / crate::units::PAGE_SIZE;
+            let pages = if len == 0 {
+                u64::MAX / 2 // to the end of the file
+            } else {
+                (offset + len).div_ceil(crate::units::PAGE_SIZE) - start_page
+            };
+            let advice = if call.name == "readahead" {
+                "POSIX_FADV_WILLNEED"
+            } else {
+                call.args[3].trim()
+            };
+            let hint = match advice {
+                "POSIX_FADV_NORMAL" => Hint::Normal,
+                "POSIX_FADV_SEQUENTIAL" => Hint::Sequential,
+                "POSIX_FADV_RANDOM" => Hint::Random,
+                "POSIX_FADV_WILLNEED" => Hint::WillNeed { start_page, pages },
+                "POSIX_FADV_DONTNEED" => Hint::DontNeed { start_page, pages },
+                _ => return Ok(()), // NOREUSE and unknown advice: no readahead effect
+            };
+            b.events.push(Event::Hint { handle, hint });
         }
         "lseek" => {
             need(3)?;
@@ -548,6 +555,47 @@ fn apply_call(
         _ => {} // other syscalls, if the user traced more: not ours
     }
     Ok(())
+}
+
+/// The trace handle for descriptor `fd` (opening one at first use), its file, and the
+/// descriptor's position. `None` for descriptors that are not regular files.
+fn handle_for(
+    fd: i64,
+    path: Option<&str>,
+    b: &mut Builder,
+    fds: &mut HashMap<i64, OpenFd>,
+) -> Option<(u32, u32, u64)> {
+    let entry = match (fds.get(&fd), path) {
+        (Some(e), Some(p)) if e.path != p => None,
+        (Some(_), _) => fds.get_mut(&fd),
+        (None, _) => None,
+    };
+    let entry = match entry {
+        Some(e) => e,
+        None => {
+            // A descriptor opened before the trace began, or inherited: follow it by path.
+            let p = path.filter(|p| regular_path(p))?;
+            if let Some(old) = fds.remove(&fd) {
+                close_fd(b, old);
+            }
+            fds.entry(fd).or_insert(OpenFd {
+                path: p.to_string(),
+                file: None,
+                handle: None,
+                pos: 0,
+            })
+        }
+    };
+    let file = *entry.file.get_or_insert_with(|| b.file(&entry.path));
+    let handle = match entry.handle {
+        Some(h) => h,
+        None => {
+            let h = b.open(file);
+            entry.handle = Some(h);
+            h
+        }
+    };
+    Some((handle, file, entry.pos))
 }
 
 fn close_fd(b: &mut Builder, fd: OpenFd) {
@@ -572,6 +620,37 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn strace_fadvise_and_readahead_become_hints() {
+        let log = "\
+10 openat(AT_FDCWD</tmp>, \"/d/f\", O_RDONLY) = 3</d/f>
+10 fadvise64(3</d/f>, 0, 0, POSIX_FADV_SEQUENTIAL) = 0
+10 readahead(3</d/f>, 8192, 8192) = 0
+10 fadvise64(3</d/f>, 0, 0, POSIX_FADV_NOREUSE) = 0
+10 read(3</d/f>, \"ab\"..., 4096) = 4096
+";
+        let t = parse(log.as_bytes()).unwrap();
+        let hints: Vec<Hint> = t
+            .events
+            .iter()
+            .filter_map(|e| match *e {
+                Event::Hint { hint, .. } => Some(hint),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            hints,
+            [
+                Hint::Sequential,
+                Hint::WillNeed {
+                    start_page: 2,
+                    pages: 2
+                }
+            ]
+        );
+        assert_eq!(reads(&t), [(0, 0, 4096)]);
     }
 
     #[test]

@@ -59,13 +59,27 @@ impl RaContext for Recorder {
 }
 
 /// Run reads of `pages` pages at each start through `policy`; return the I/Os as (start, pages).
+/// Page-cache folios are single pages here (a kernel or filesystem without large folios).
 fn windows(
     policy: &str,
     file_pages: u64,
     reads: impl IntoIterator<Item = (u64, u64)>,
 ) -> Vec<(u64, u64)> {
+    let config = PolicyConfig {
+        folio_max_order: 0,
+        ..PolicyConfig::default()
+    };
+    windows_with(policy, config, file_pages, reads)
+}
+
+fn windows_with(
+    policy: &str,
+    config: PolicyConfig,
+    file_pages: u64,
+    reads: impl IntoIterator<Item = (u64, u64)>,
+) -> Vec<(u64, u64)> {
     let mut ctx = Recorder::new(file_pages);
-    let mut p = by_name(policy, PolicyConfig::default()).unwrap();
+    let mut p = by_name(policy, config).unwrap();
     for (start, pages) in reads {
         p.on_read(AppRead::pages(start, pages), &mut ctx);
         // The driver reads whatever is still absent.
@@ -83,6 +97,21 @@ fn ondemand_sequential_4k_ramps_4_8_16_32() {
     // shared/research/linux_readahead.md 1.9: [0,4) sync; [4,12); [12,28); [28,60); then 32s.
     let w = windows("linux-ondemand", 1000, (0..100).map(|p| (p, 1)));
     assert_eq!(&w[..5], &[(0, 4), (4, 8), (12, 16), (28, 32), (60, 32)]);
+}
+
+#[test]
+fn ondemand_with_large_folios_trims_windows_to_folio_alignment() {
+    // Linux 6.16+: each async window asks for folios two orders up and its end is rounded down
+    // to that folio size: 4, 8, 4, 8, 8, 16, 16, 32, 32 (linux_readahead.md 1.9).
+    let w = windows_with(
+        "linux-ondemand",
+        PolicyConfig::default(),
+        1000,
+        (0..130).map(|p| (p, 1)),
+    );
+    let sizes: Vec<u64> = w.iter().take(9).map(|&(_, n)| n).collect();
+    assert_eq!(sizes, [4, 8, 4, 8, 8, 16, 16, 32, 32], "{w:?}");
+    assert_eq!(w[8], (96, 32));
 }
 
 #[test]

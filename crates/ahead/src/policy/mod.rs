@@ -92,7 +92,13 @@ pub struct IoRequest {
     /// Synchronous or ahead.
     pub kind: IoKind,
     /// Page that gets the readahead marker, if it is one of the pages this I/O newly brings in.
+    /// With large folios the marker goes on the folio that holds this page.
     pub marker_page: Option<u64>,
+    /// Largest folio order the page cache may use for the pages this I/O brings in (0: single
+    /// pages). Folios are naturally aligned, smaller at a misaligned start and at the range's end,
+    /// and the cache falls back to single pages from the first folio that would overlap a cached
+    /// page, as the kernel's `page_cache_ra_order` does.
+    pub folio_order: u8,
 }
 
 impl IoRequest {
@@ -103,6 +109,7 @@ impl IoRequest {
             pages,
             kind: IoKind::Sync,
             marker_page: None,
+            folio_order: 0,
         }
     }
 
@@ -113,6 +120,7 @@ impl IoRequest {
             pages,
             kind: IoKind::Ahead,
             marker_page: None,
+            folio_order: 0,
         }
     }
 
@@ -121,6 +129,25 @@ impl IoRequest {
         self.marker_page = Some(page);
         self
     }
+
+    /// The same range, cached in folios of up to `order` (2^order pages).
+    pub fn with_folio_order(mut self, order: u8) -> IoRequest {
+        self.folio_order = order;
+        self
+    }
+}
+
+/// One readahead decision, in the quantities the kernel's `page_cache_ra_order` and
+/// `page_cache_ra_unbounded` tracepoints carry: a window of `size` pages from `start`, the last
+/// `async_size` of them read ahead (the first of those carries the marker; 0: no marker).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct Window {
+    /// First page of the window.
+    pub start: u64,
+    /// Pages in the window.
+    pub size: u64,
+    /// Pages at the window's tail that are ahead of the reader.
+    pub async_size: u64,
 }
 
 /// What a policy sees of the driver: the cache, and the one way to act on it.
@@ -138,6 +165,41 @@ pub trait RaContext {
     /// if the marker page is one it newly brought in (as `page_cache_ra_unbounded` does).
     /// Returns the number of pages newly brought in.
     fn start_io(&mut self, io: IoRequest) -> u64;
+    /// The folio holding the cached `page`: its first page and its length in pages. A policy
+    /// that never asks for large folios sees `(page, 1)`.
+    fn folio_of(&self, page: u64) -> (u64, u64) {
+        (page, 1)
+    }
+    /// `page_cache_next_miss`: the first absent page in `[index, index + max_scan)`, else
+    /// `index + max_scan` (0 if the search wraps past the last index). Pages past the end of the
+    /// file are absent. The simulator answers as Linux's XArray walk does, which differs when
+    /// the search starts inside a large folio (see `sim::xarray`).
+    fn next_miss(&self, index: u64, max_scan: u64) -> u64 {
+        let end = index.saturating_add(max_scan);
+        (index..end).find(|&p| !self.is_cached(p)).unwrap_or(end)
+    }
+    /// `page_cache_prev_miss`: scanning down from `index` over at most `max_scan` pages, the
+    /// first absent page; if all are cached, the last page scanned; `u64::MAX` if the scan ran
+    /// past page 0.
+    fn prev_miss(&self, index: u64, max_scan: u64) -> u64 {
+        let mut p = index;
+        for scanned in 0..max_scan {
+            if !self.is_cached(p) {
+                return p;
+            }
+            if scanned + 1 == max_scan {
+                break;
+            }
+            if p == 0 {
+                return u64::MAX;
+            }
+            p -= 1;
+        }
+        p
+    }
+    /// Record a readahead decision where the kernel would fire its tracepoint (for comparing a
+    /// model with a live kernel, `ahead replay --windows`). Drivers may ignore it.
+    fn note_window(&mut self, _window: Window) {}
 }
 
 /// An application's hint about its access pattern (`posix_fadvise`, `readahead(2)`).
@@ -198,6 +260,10 @@ pub struct PolicyConfig {
     pub io_max_pages: u64,
     /// Window of the `fixed` baseline in pages.
     pub fixed_pages: u64,
+    /// Largest folio order the page cache uses for readahead (the kernel's
+    /// `mapping_max_folio_order`): 9 (2 MiB) for ext4, xfs and btrfs on x86-64 since Linux
+    /// 6.16; 0 models a filesystem or kernel without large folios.
+    pub folio_max_order: u8,
 }
 
 impl Default for PolicyConfig {
@@ -206,6 +272,7 @@ impl Default for PolicyConfig {
             ra_max_pages: 32,
             io_max_pages: 32,
             fixed_pages: 32,
+            folio_max_order: 9,
         }
     }
 }
@@ -243,7 +310,11 @@ pub fn by_name(name: &str, config: PolicyConfig) -> Result<Box<dyn Policy>, Stri
         "linux-2.6.0" => Box::new(Linux260::new(config.ra_max_pages)),
         "linux-2.6.7" => Box::new(Linux267::new(config.ra_max_pages)),
         "pratt" => Box::new(Pratt::new(config.ra_max_pages)),
-        "linux-ondemand" => Box::new(LinuxOndemand::new(config.ra_max_pages, config.io_max_pages)),
+        "linux-ondemand" => Box::new(LinuxOndemand::new(
+            config.ra_max_pages,
+            config.io_max_pages,
+            config.folio_max_order,
+        )),
         other => {
             let known: Vec<&str> = POLICIES.iter().map(|(n, _)| *n).collect();
             return Err(format!(

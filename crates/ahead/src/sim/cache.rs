@@ -1,6 +1,11 @@
 //! The page cache model: a fixed capacity in pages, one LRU over every file, and per page the
 //! facts readahead cares about (present, marker, used, when its data arrives, who read it).
 //!
+//! Pages may belong to large folios (naturally aligned runs of 2^order pages, as the kernel
+//! allocates for readahead since 6.16). Each page records its folio's order; the readahead
+//! marker lives on the folio's first page and answers for the whole folio. Eviction stays per
+//! page: a model of memory pressure, not of the kernel's folio-granular reclaim.
+//!
 //! Lookups are a direct index per file (`Vec` from page to slot), and the LRU is an intrusive
 //! doubly linked list over a slab of slots, so a hit costs a few memory accesses and no
 //! allocation: the simulator has to run tens of millions of page accesses a second.
@@ -20,6 +25,7 @@ struct Slot {
     ready_ns: u64,
     loaded_seq: u64,
     flags: u8,
+    order: u8,
 }
 
 /// A page that was evicted, and whether anyone had used it.
@@ -82,13 +88,30 @@ impl PageCache {
         self.slot_of(file, page) != NIL
     }
 
-    pub(crate) fn has_marker(&self, file: u32, page: u64) -> bool {
+    /// The folio holding a cached page: its first page and length in pages (`(page, 1)` for a
+    /// page that is absent or on its own).
+    #[inline]
+    pub(crate) fn folio_of(&self, file: u32, page: u64) -> (u64, u64) {
         let s = self.slot_of(file, page);
+        if s == NIL {
+            return (page, 1);
+        }
+        let pages = 1u64 << self.slots[s as usize].order;
+        (page & !(pages - 1), pages)
+    }
+
+    /// Whether the folio holding `page` carries the readahead marker.
+    pub(crate) fn has_marker(&self, file: u32, page: u64) -> bool {
+        if !self.contains(file, page) {
+            return false;
+        }
+        let s = self.slot_of(file, self.folio_of(file, page).0);
         s != NIL && self.slots[s as usize].flags & MARKER != 0
     }
 
+    /// Clear the marker of the folio holding `page`.
     pub(crate) fn clear_marker(&mut self, file: u32, page: u64) {
-        let s = self.slot_of(file, page);
+        let s = self.slot_of(file, self.folio_of(file, page).0);
         if s != NIL {
             self.slots[s as usize].flags &= !MARKER;
         }
@@ -139,7 +162,9 @@ impl PageCache {
     }
 
     /// Insert an absent page at the MRU end, evicting the LRU page first if the cache is full.
+    /// `order`: the order of the folio the page belongs to (`marker` only on its first page).
     /// Returns what was evicted, if anything.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn insert(
         &mut self,
         file: u32,
@@ -148,6 +173,7 @@ impl PageCache {
         ready_ns: u64,
         loaded_seq: u64,
         marker: bool,
+        order: u8,
     ) -> Option<Evicted> {
         debug_assert!(!self.contains(file, page));
         let evicted = if self.len >= self.capacity {
@@ -164,6 +190,7 @@ impl PageCache {
             ready_ns,
             loaded_seq,
             flags: if marker { MARKER } else { 0 },
+            order,
         };
         let s = match self.free.pop() {
             Some(s) => {
@@ -226,6 +253,33 @@ impl PageCache {
     }
 }
 
+/// One file of the cache, as the XArray walk sees it.
+pub(crate) struct FileFolios<'a> {
+    pub cache: &'a PageCache,
+    pub file: u32,
+}
+
+impl super::xarray::FolioMap for FileFolios<'_> {
+    fn folio(&self, page: u64) -> Option<(u64, u8)> {
+        let s = self.cache.slot_of(self.file, page);
+        if s == NIL {
+            return None;
+        }
+        let order = self.cache.slots[s as usize].order;
+        Some((page & !((1u64 << order) - 1), order))
+    }
+
+    fn any_cached(&self, start: u64, len: u64) -> bool {
+        let table = &self.cache.files[self.file as usize];
+        let end = (start.saturating_add(len)).min(table.len() as u64);
+        (start..end).any(|p| table[p as usize] != NIL)
+    }
+
+    fn index_limit(&self) -> u64 {
+        self.cache.files[self.file as usize].len() as u64
+    }
+}
+
 /// What touching a cached page told the reader.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Touched {
@@ -242,10 +296,12 @@ mod tests {
     fn lru_evicts_the_least_recently_touched_page() {
         let mut c = PageCache::new(2);
         let f = c.add_file();
-        assert_eq!(c.insert(f, 0, 0, 0, 0, false), None);
-        assert_eq!(c.insert(f, 0, 1, 0, 0, false), None);
+        assert_eq!(c.insert(f, 0, 0, 0, 0, false, 0), None);
+        assert_eq!(c.insert(f, 0, 1, 0, 0, false, 0), None);
         c.touch(f, 0);
-        let ev = c.insert(f, 0, 2, 0, 0, false).expect("full cache evicts");
+        let ev = c
+            .insert(f, 0, 2, 0, 0, false, 0)
+            .expect("full cache evicts");
         assert!(!ev.used, "page 1 was never touched");
         assert!(c.contains(f, 0) && !c.contains(f, 1) && c.contains(f, 2));
         assert_eq!(c.len(), 2);
@@ -255,10 +311,23 @@ mod tests {
     fn markers_are_per_page() {
         let mut c = PageCache::new(4);
         let f = c.add_file();
-        c.insert(f, 0, 3, 0, 0, true);
+        c.insert(f, 0, 3, 0, 0, true, 0);
         assert!(c.has_marker(f, 3));
         c.clear_marker(f, 3);
         assert!(!c.has_marker(f, 3));
         assert!(!c.has_marker(f, 4));
+    }
+
+    #[test]
+    fn a_folio_marker_answers_for_every_page_of_the_folio() {
+        let mut c = PageCache::new(16);
+        let f = c.add_file();
+        for p in 8..12 {
+            c.insert(f, 0, p, 0, 0, p == 8, 2);
+        }
+        assert_eq!(c.folio_of(f, 10), (8, 4));
+        assert!(c.has_marker(f, 11));
+        c.clear_marker(f, 9);
+        assert!((8..12).all(|p| !c.has_marker(f, p)));
     }
 }

@@ -16,10 +16,13 @@
 
 mod cache;
 mod device;
+mod xarray;
 
 pub use device::DeviceModel;
 
-use crate::policy::{self, AppRead, Hint, IoKind, IoRequest, Policy, PolicyConfig, RaContext};
+use crate::policy::{
+    self, AppRead, Hint, IoKind, IoRequest, Policy, PolicyConfig, RaContext, Window,
+};
 use crate::units::{Bytes, PAGE_SIZE};
 use crate::workload::{Event, Workload};
 use cache::PageCache;
@@ -219,6 +222,17 @@ pub struct Simulator {
     thrash: ThrashLog,
     now_ns: u64,
     seq: u64,
+    windows: Option<Vec<FileWindow>>,
+}
+
+/// A readahead decision a policy noted, with the file it was made for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct FileWindow {
+    /// Index of the file (as [`Simulator::add_file`] returned it).
+    pub file: u32,
+    /// The decision.
+    #[serde(flatten)]
+    pub window: Window,
 }
 
 /// Handles whose pages were evicted unused since the last delivery, with counts.
@@ -258,7 +272,23 @@ impl Simulator {
             thrash: ThrashLog::default(),
             now_ns: 0,
             seq: 0,
+            windows: None,
         })
+    }
+
+    /// Keep every readahead decision the policies note from now on (see [`Self::windows`]).
+    pub fn record_windows(&mut self) {
+        self.windows.get_or_insert_with(Vec::new);
+    }
+
+    /// The decisions noted since [`Self::record_windows`], in order.
+    pub fn windows(&self) -> &[FileWindow] {
+        self.windows.as_deref().unwrap_or(&[])
+    }
+
+    /// A file's name, by index.
+    pub fn file_name(&self, file: u32) -> &str {
+        &self.files[file as usize].name
     }
 
     /// Add a file of `size` bytes; returns its index.
@@ -407,6 +437,7 @@ impl Simulator {
             now_ns,
             seq,
             config,
+            windows,
             ..
         } = self;
         let open = opens[handle as usize]
@@ -422,6 +453,7 @@ impl Simulator {
             now_ns: *now_ns,
             seq: *seq,
             paper: config.accounting == Accounting::Paper,
+            windows: windows.as_mut(),
         };
         (open, ctx)
     }
@@ -522,6 +554,64 @@ struct Ctx<'a> {
     now_ns: u64,
     seq: u64,
     paper: bool,
+    windows: Option<&'a mut Vec<FileWindow>>,
+}
+
+impl Ctx<'_> {
+    /// Bring the absent pages `[p, run_end)` into the cache as one device request, in folios of
+    /// up to `order`. `fallback`: single pages from here on (a folio collided with a cached page).
+    /// Returns whether the layout fell back to single pages.
+    fn fill_run(
+        &mut self,
+        io: &IoRequest,
+        p: u64,
+        run_end: u64,
+        limit: u64,
+        fallback: bool,
+    ) -> bool {
+        let ready = self.device.submit(self.now_ns, self.file, p, run_end - p);
+        let mut fallback = fallback;
+        let mut q = p;
+        while q < run_end {
+            let mut order = if fallback { 0 } else { io.folio_order.min(63) };
+            if order > 0 {
+                // Naturally aligned: a misaligned index takes the order of its lowest set bit.
+                if q & ((1u64 << order) - 1) != 0 {
+                    order = q.trailing_zeros().min(63) as u8;
+                }
+                // No folio past the range's last page.
+                while order > 0 && q + (1u64 << order) - 1 > limit {
+                    order -= 1;
+                }
+                if q + (1u64 << order) > run_end {
+                    // It would cover a cached page: the kernel's folio insert fails and the rest
+                    // of the range is read in single pages.
+                    fallback = true;
+                    order = 0;
+                }
+            }
+            let n = 1u64 << order;
+            let marker = io.marker_page.is_some_and(|m| m >= q && m < q + n);
+            for page in q..q + n {
+                if let Some(ev) = self.cache.insert(
+                    self.file,
+                    self.owner,
+                    page,
+                    ready,
+                    self.seq,
+                    marker && page == q,
+                    order,
+                ) {
+                    if !ev.used {
+                        self.files[ev.file as usize].counters.thrashed_pages += 1;
+                        self.thrash.record(ev.owner);
+                    }
+                }
+            }
+            q += n;
+        }
+        fallback
+    }
 }
 
 impl RaContext for Ctx<'_> {
@@ -541,6 +631,35 @@ impl RaContext for Ctx<'_> {
         self.cache.clear_marker(self.file, page);
     }
 
+    fn folio_of(&self, page: u64) -> (u64, u64) {
+        self.cache.folio_of(self.file, page)
+    }
+
+    fn next_miss(&self, index: u64, max_scan: u64) -> u64 {
+        let map = cache::FileFolios {
+            cache: self.cache,
+            file: self.file,
+        };
+        xarray::next_miss(&map, index, max_scan)
+    }
+
+    fn prev_miss(&self, index: u64, max_scan: u64) -> u64 {
+        let map = cache::FileFolios {
+            cache: self.cache,
+            file: self.file,
+        };
+        xarray::prev_miss(&map, index, max_scan)
+    }
+
+    fn note_window(&mut self, window: Window) {
+        if let Some(log) = self.windows.as_deref_mut() {
+            log.push(FileWindow {
+                file: self.file,
+                window,
+            });
+        }
+    }
+
     fn start_io(&mut self, io: IoRequest) -> u64 {
         let file_pages = self.file_pages();
         let start = io.start_page;
@@ -558,9 +677,12 @@ impl RaContext for Ctx<'_> {
             }
         }
         let mut started = 0;
+        let mut fallback = false;
         let mut p = start;
         while p < end {
             if self.cache.contains(self.file, p) {
+                // A cached page inside the range: large folios stop here (see `fill_run`).
+                fallback = true;
                 p += 1;
                 continue;
             }
@@ -569,19 +691,7 @@ impl RaContext for Ctx<'_> {
                 run_end += 1;
             }
             let n = run_end - p;
-            let ready = self.device.submit(self.now_ns, self.file, p, n);
-            for q in p..run_end {
-                let marker = io.marker_page == Some(q);
-                if let Some(ev) = self
-                    .cache
-                    .insert(self.file, self.owner, q, ready, self.seq, marker)
-                {
-                    if !ev.used {
-                        self.files[ev.file as usize].counters.thrashed_pages += 1;
-                        self.thrash.record(ev.owner);
-                    }
-                }
-            }
+            fallback = self.fill_run(&io, p, run_end, end - 1, fallback);
             let c = &mut self.files[self.file as usize].counters;
             c.pages_read += n;
             c.read_requests += 1;
