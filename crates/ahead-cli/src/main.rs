@@ -487,24 +487,7 @@ fn cmd_trace(a: TraceArgs) -> Result<String, Failure> {
     if !a.drop.is_empty() {
         return Err(usage("--drop goes with --kernel"));
     }
-    let status = std::process::Command::new("strace")
-        .args([
-            "-f",
-            "-y",
-            "-e",
-            "trace=openat,read,pread64,preadv,lseek,close,fadvise64,readahead",
-            "-o",
-        ])
-        .arg(&a.output)
-        .arg("--")
-        .args(&a.command)
-        .status()
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => runtime(
-                "strace is not installed: install it (apt-get install strace) and try again",
-            ),
-            _ => runtime(format!("cannot run strace: {e}")),
-        })?;
+    let status = ahead::trace::run_strace(&a.output, &a.command).map_err(runtime)?;
     if !a.output.exists() {
         return Err(runtime(format!(
             "strace wrote no log to {}",

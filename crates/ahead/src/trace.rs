@@ -85,6 +85,33 @@ impl Trace {
     }
 }
 
+/// Run `command` under strace, writing the log this module reads to `log` (what `ahead trace`
+/// does). Returns the command's exit status.
+pub fn run_strace(
+    log: &std::path::Path,
+    command: &[String],
+) -> Result<std::process::ExitStatus, String> {
+    std::process::Command::new("strace")
+        .args([
+            "-f",
+            "-y",
+            "-e",
+            "trace=openat,read,pread64,preadv,lseek,close,fadvise64,readahead",
+            "-o",
+        ])
+        .arg(log)
+        .arg("--")
+        .args(command)
+        .status()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                "strace is not installed: install it (apt-get install strace) and try again"
+                    .to_string()
+            }
+            _ => format!("cannot run strace: {e}"),
+        })
+}
+
 /// Read a trace file in either format.
 pub fn read_path(path: &std::path::Path) -> Result<Trace, TraceError> {
     let file = std::fs::File::open(path)

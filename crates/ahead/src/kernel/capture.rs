@@ -482,26 +482,9 @@ pub fn record_command(
     }
     let strace_log = out.join(READS_STRACE);
     let recorder = Recorder::start(None)?;
-    let status = std::process::Command::new("strace")
-        .args([
-            "-f",
-            "-y",
-            "-e",
-            "trace=openat,read,pread64,preadv,lseek,close,fadvise64,readahead",
-            "-o",
-        ])
-        .arg(&strace_log)
-        .arg("--")
-        .args(command)
-        .status()
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => {
-                "strace is not installed: install it (apt-get install strace) and try again"
-                    .to_string()
-            }
-            _ => format!("cannot run strace: {e}"),
-        })?;
+    let status = crate::trace::run_strace(&strace_log, command);
     let events = recorder.finish()?;
+    let status = status?;
     let reads = crate::trace::read_path(&strace_log)
         .map_err(|e| format!("{}: {e}", strace_log.display()))?;
     let mut files = Vec::new();

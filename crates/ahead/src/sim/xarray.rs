@@ -203,9 +203,16 @@ impl Walk {
     }
 }
 
-/// `page_cache_next_miss(index, max_scan)`: the index of the first gap the walk reports in
-/// `[index, index + max_scan)`, else `index + max_scan`; 0 on wrap-around.
-pub(crate) fn next_miss(map: &dyn FolioMap, index: u64, max_scan: u64) -> u64 {
+/// Walk from `index` over at most `max_scan` entries, forward or backward, stopping at the first
+/// gap. Returns the index the walk reports there, or `None` if every entry scanned was present
+/// (with the walk, if it started).
+fn scan(
+    map: &dyn FolioMap,
+    index: u64,
+    max_scan: u64,
+    forward: bool,
+    stop_at: u64,
+) -> Result<u64, Option<Walk>> {
     let mut w: Option<Walk> = None;
     for _ in 0..max_scan {
         let present = match w.as_mut() {
@@ -214,38 +221,27 @@ pub(crate) fn next_miss(map: &dyn FolioMap, index: u64, max_scan: u64) -> u64 {
                 w = Some(walk);
                 present
             }
-            Some(walk) => walk.next(map),
+            Some(walk) if forward => walk.next(map),
+            Some(walk) => walk.prev(map),
         };
         let at = w.as_ref().map_or(index, |w| w.index);
-        if !present {
-            return at;
-        }
-        if at == 0 {
-            return 0;
+        if !present || at == stop_at {
+            return Ok(at);
         }
     }
-    index + max_scan
+    Err(w)
+}
+
+/// `page_cache_next_miss(index, max_scan)`: the index of the first gap the walk reports in
+/// `[index, index + max_scan)`, else `index + max_scan`; 0 on wrap-around (or from a cached 0).
+pub(crate) fn next_miss(map: &dyn FolioMap, index: u64, max_scan: u64) -> u64 {
+    scan(map, index, max_scan, true, 0).unwrap_or(index + max_scan)
 }
 
 /// `page_cache_prev_miss(index, max_scan)`: scanning down from `index`, the index of the first
 /// gap the walk reports; the last index scanned if none; `u64::MAX` past page 0.
 pub(crate) fn prev_miss(map: &dyn FolioMap, index: u64, max_scan: u64) -> u64 {
-    let mut w: Option<Walk> = None;
-    for _ in 0..max_scan {
-        let present = match w.as_mut() {
-            None => {
-                let (walk, present) = Walk::load(map, index);
-                w = Some(walk);
-                present
-            }
-            Some(walk) => walk.prev(map),
-        };
-        let at = w.as_ref().map_or(index, |w| w.index);
-        if !present || at == u64::MAX {
-            return at;
-        }
-    }
-    w.map_or(index, |w| w.index)
+    scan(map, index, max_scan, false, u64::MAX).unwrap_or_else(|w| w.map_or(index, |w| w.index))
 }
 
 #[cfg(test)]
