@@ -450,6 +450,14 @@ pub fn record_pattern(spec: &str, path: &Path, out: &Path) -> Result<Recording, 
     let ran = run();
     let events = recorder.finish()?;
     ran?;
+    // On a stacked filesystem (overlayfs) stat names the upper device while the kernel's events
+    // name the one holding the pages: the inode filter already picked the file, so take the
+    // device the events agree on.
+    if let Some((first, _)) = events.first() {
+        if events.iter().all(|(e, _)| e.dev == first.dev) {
+            file.dev = format!("{}:{}", first.dev.0, first.dev.1);
+        }
+    }
     let folio_max_order = folio_order_from_events(&just_events(&events), DEFAULT_FOLIO_MAX_ORDER);
     let meta = TraceMeta {
         kernel: kernel_release(),
