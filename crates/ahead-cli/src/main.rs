@@ -349,10 +349,10 @@ fn trace_defaults(
     let kb = |d: Defaults| d.ra_max_kb.map(|v| format!("{v} KiB")).unwrap_or_default();
     if TraceDir::is_trace_dir(input) {
         let dir = TraceDir::load(input).map_err(runtime)?;
-        let first = dir.meta.files.iter().find(|f| f.ra_max_kb.is_some());
+        let (ra_max_kb, io_max_kb) = dir.meta.device_limits();
         let d = Defaults {
-            ra_max_kb: first.and_then(|f| f.ra_max_kb),
-            io_max_kb: first.and_then(|f| f.io_max_kb),
+            ra_max_kb,
+            io_max_kb,
             folio_max_order: Some(dir.meta.folio_max_order),
         };
         let from = format!("read_ahead_kb {} recorded in {}", kb(d), input.display());

@@ -221,6 +221,17 @@ pub struct TraceMeta {
     pub folio_max_order: u8,
 }
 
+impl TraceMeta {
+    /// The traced device's `(read_ahead_kb, max_sectors_kb)`: those of the first file sysfs
+    /// described.
+    pub fn device_limits(&self) -> (Option<u64>, Option<u64>) {
+        self.files
+            .iter()
+            .find(|f| f.ra_max_kb.is_some())
+            .map_or((None, None), |f| (f.ra_max_kb, f.io_max_kb))
+    }
+}
+
 /// A kernel trace directory: what `ahead trace --kernel` writes and `ahead compare` reads.
 #[derive(Clone, Debug)]
 pub struct TraceDir {
@@ -304,20 +315,9 @@ impl TraceDir {
     /// big enough that nothing is evicted (the traced runs are far below this machine's memory).
     pub fn sim_config(&self) -> SimConfig {
         let kb_pages = |kb: u64| kb * 1024 / PAGE_SIZE;
-        let ra = self
-            .meta
-            .files
-            .iter()
-            .find_map(|f| f.ra_max_kb)
-            .map(kb_pages)
-            .unwrap_or(32);
-        let io = self
-            .meta
-            .files
-            .iter()
-            .find_map(|f| f.io_max_kb)
-            .map(kb_pages)
-            .unwrap_or(ra);
+        let (ra_kb, io_kb) = self.meta.device_limits();
+        let ra = ra_kb.map(kb_pages).unwrap_or(32);
+        let io = io_kb.map(kb_pages).unwrap_or(ra);
         let pages: u64 = self.reads.files.iter().map(|f| f.size.pages_ceil()).sum();
         SimConfig {
             cache_pages: (pages as usize + 1024).max(1 << 16),

@@ -120,15 +120,11 @@ impl LinuxOndemand {
         // the marker of a window cut short by EOF falls past it and is never set). Touching it
         // opens a window past EOF that reads nothing, as the kernel's trace shows.
         let limit = (start + size - 1).min(file_pages - 1);
-        let mark = Some(start + size - async_size);
         let log2_size = 63 - size.leading_zeros() as u8;
         self.order = self.order.min(self.max_folio_order).min(log2_size);
-        let mut io = match kind {
-            IoKind::Sync => IoRequest::sync(start, limit - start + 1),
-            IoKind::Ahead => IoRequest::ahead(start, limit - start + 1),
-        }
-        .with_folio_order(self.order);
-        io.marker_page = mark;
+        let io = IoRequest::of_kind(kind, start, limit - start + 1)
+            .with_marker(start + size - async_size)
+            .with_folio_order(self.order);
         ctx.start_io(io);
     }
 
@@ -257,12 +253,9 @@ fn do_page_cache_ra(
             async_size: lookahead,
         });
     }
-    let mut io = match kind {
-        IoKind::Sync => IoRequest::sync(index, nr),
-        IoKind::Ahead => IoRequest::ahead(index, nr),
-    };
+    let mut io = IoRequest::of_kind(kind, index, nr);
     if lookahead > 0 && lookahead <= nr {
-        io.marker_page = Some(index + nr - lookahead);
+        io = io.with_marker(index + nr - lookahead);
     }
     ctx.start_io(io);
 }

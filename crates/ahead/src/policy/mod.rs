@@ -124,6 +124,14 @@ impl IoRequest {
         }
     }
 
+    /// A range of the given kind, with no marker.
+    pub fn of_kind(kind: IoKind, start_page: u64, pages: u64) -> IoRequest {
+        match kind {
+            IoKind::Sync => IoRequest::sync(start_page, pages),
+            IoKind::Ahead => IoRequest::ahead(start_page, pages),
+        }
+    }
+
     /// The same range with a marker on `page`.
     pub fn with_marker(mut self, page: u64) -> IoRequest {
         self.marker_page = Some(page);

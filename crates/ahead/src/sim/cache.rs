@@ -88,23 +88,28 @@ impl PageCache {
         self.slot_of(file, page) != NIL
     }
 
-    /// The folio holding a cached page: its first page and length in pages (`(page, 1)` for a
-    /// page that is absent or on its own).
+    /// The folio holding a cached page: its first page and its order.
     #[inline]
-    pub(crate) fn folio_of(&self, file: u32, page: u64) -> (u64, u64) {
+    pub(crate) fn folio(&self, file: u32, page: u64) -> Option<(u64, u8)> {
         let s = self.slot_of(file, page);
         if s == NIL {
-            return (page, 1);
+            return None;
         }
-        let pages = 1u64 << self.slots[s as usize].order;
-        (page & !(pages - 1), pages)
+        let order = self.slots[s as usize].order;
+        Some((page & !((1u64 << order) - 1), order))
     }
 
-    /// Whether the folio holding `page` carries the readahead marker.
+    /// The folio holding a cached page: its first page and length in pages (`(page, 1)` for a
+    /// page that is absent).
+    #[inline]
+    pub(crate) fn folio_of(&self, file: u32, page: u64) -> (u64, u64) {
+        self.folio(file, page)
+            .map_or((page, 1), |(start, order)| (start, 1u64 << order))
+    }
+
+    /// Whether the folio holding `page` carries the readahead marker (an absent page's
+    /// "folio" is itself, which has no slot).
     pub(crate) fn has_marker(&self, file: u32, page: u64) -> bool {
-        if !self.contains(file, page) {
-            return false;
-        }
         let s = self.slot_of(file, self.folio_of(file, page).0);
         s != NIL && self.slots[s as usize].flags & MARKER != 0
     }
@@ -261,12 +266,7 @@ pub(crate) struct FileFolios<'a> {
 
 impl super::xarray::FolioMap for FileFolios<'_> {
     fn folio(&self, page: u64) -> Option<(u64, u8)> {
-        let s = self.cache.slot_of(self.file, page);
-        if s == NIL {
-            return None;
-        }
-        let order = self.cache.slots[s as usize].order;
-        Some((page & !((1u64 << order) - 1), order))
+        self.cache.folio(self.file, page)
     }
 
     fn any_cached(&self, start: u64, len: u64) -> bool {
