@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use ahead::kernel::{self, capture, TraceDir};
 use ahead::paper;
 use ahead::pattern::Pattern;
-use ahead::policy::{PolicyConfig, Window, POLICIES};
+use ahead::policy::{PolicyConfig, Window, ORACLE, POLICIES};
 use ahead::report;
 use ahead::sim::{self, DeviceModel, RunReport, SimConfig};
 use ahead::units::PAGE_SIZE;
@@ -18,7 +18,9 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::json;
 
 const AFTER_HELP: &str = "\
-Policies: none, fixed, linux-2.6.0, linux-2.6.7, pratt, linux-ondemand (or 'all').
+Policies: none, fixed, linux-2.6.0, linux-2.6.7, pratt, linux-ondemand, adaptive, oracle (or
+          'all'). The oracle (knows the whole trace: the lower bound) always runs beside the
+          others, and vs_oracle is each policy's modelled time over the oracle's.
 Patterns: paper:read=R,seek=S,repeat=N  seq  reverse  stride  random  interleaved  shuffled
           manyfiles  iozone:{read,reread,reverse,stride,random,mix,pread}
           each with optional :size=64m,bs=4k,... (see the pattern module docs).
@@ -253,7 +255,16 @@ impl ModelArgs {
         })
     }
 
+    /// The policies to run; the oracle always runs too, as the yardstick.
     fn policies(&self) -> Result<Vec<&'static str>, Failure> {
+        let mut list = self.chosen_policies()?;
+        if !list.contains(&ORACLE) {
+            list.push(ORACLE);
+        }
+        Ok(list)
+    }
+
+    fn chosen_policies(&self) -> Result<Vec<&'static str>, Failure> {
         if self.policy == "all" {
             return Ok(POLICIES.iter().map(|(n, _)| *n).collect());
         }
@@ -397,6 +408,7 @@ fn cmd_replay(a: ReplayArgs) -> Result<String, Failure> {
     let config = a.model.config_with(defaults)?;
     let mut policies = a.model.policies()?;
     if a.windows.is_some() {
+        policies = a.model.chosen_policies()?;
         if a.model.policy == "all" {
             policies = vec!["linux-ondemand"];
         } else if policies.len() != 1 {

@@ -1,7 +1,8 @@
 //! Reports: aligned tables for people and JSON documents for programs.
 //!
 //! JSON shapes (metrics are the field names of [`Metrics`]):
-//! * `sim`: `{"pattern":..,"device":..,"results":[{"policy":..,<metrics>}, ...]}`
+//! * `sim`: `{"pattern":..,"device":..,"results":[{"policy":..,<metrics>,"vs_oracle":..}, ...]}`
+//!   (`vs_oracle`, everywhere: modelled time over the oracle's, present when the oracle ran)
 //! * `sim --paper`: `{"figures":[{"figure":4,"published":{..},"results":[{"policy":..,<paper
 //!   metrics>,"faithful":{<metrics>}}, ...]}, ...]}`
 //! * `replay`: `{"results":[{"policy":..,<metrics>}, ...],"files":[{"file":..,"size":..,
@@ -10,7 +11,8 @@
 use serde_json::{json, Value};
 
 use crate::paper::{within_tolerance, FigureResult, Published};
-use crate::sim::{Metrics, RunReport};
+use crate::policy::ORACLE;
+use crate::sim::{time_ratio, Metrics, RunReport};
 
 fn metrics_value(policy: &str, m: &Metrics) -> Value {
     let mut v = serde_json::to_value(m).expect("metrics serialize");
@@ -20,11 +22,26 @@ fn metrics_value(policy: &str, m: &Metrics) -> Value {
     v
 }
 
-/// `{"policy":..,<metrics>}` for each run, faithful accounting.
+/// The oracle's figures among `rows`, if it ran.
+fn oracle_of<'a>(rows: impl IntoIterator<Item = (&'a str, &'a Metrics)>) -> Option<&'a Metrics> {
+    rows.into_iter()
+        .find(|(name, _)| *name == ORACLE)
+        .map(|(_, m)| m)
+}
+
+/// `{"policy":..,<metrics>,"vs_oracle":..}` for each run, faithful accounting (`vs_oracle`:
+/// modelled time over the oracle's, when the oracle ran).
 pub fn results_json(runs: &[RunReport]) -> Value {
+    let oracle = oracle_of(runs.iter().map(|r| (r.policy.as_str(), &r.faithful)));
     Value::Array(
         runs.iter()
-            .map(|r| metrics_value(&r.policy, &r.faithful))
+            .map(|r| {
+                let mut v = metrics_value(&r.policy, &r.faithful);
+                if let Some(o) = oracle {
+                    v["vs_oracle"] = json!(time_ratio(&r.faithful, o));
+                }
+                v
+            })
             .collect(),
     )
 }
@@ -53,6 +70,11 @@ pub fn paper_json(figures: &[FigureResult]) -> Value {
             .map(|r| {
                 let mut v = metrics_value(&r.policy, &r.paper);
                 v["faithful"] = serde_json::to_value(&r.faithful).expect("metrics serialize");
+                if let Some(o) =
+                    oracle_of(f.results.iter().map(|r| (r.policy.as_str(), &r.faithful)))
+                {
+                    v["vs_oracle"] = json!(time_ratio(&r.faithful, o));
+                }
                 v
             })
             .collect();
@@ -132,7 +154,9 @@ pub fn metrics_table(runs: &[(&str, &Metrics)]) -> String {
         "thrashed",
         "stall_ms",
         "modeled_ms",
+        "vs_oracle",
     ]);
+    let oracle = oracle_of(runs.iter().map(|(n, m)| (*n, *m)));
     for (name, m) in runs {
         t.row(vec![
             name.to_string(),
@@ -147,9 +171,17 @@ pub fn metrics_table(runs: &[(&str, &Metrics)]) -> String {
             m.thrashed_pages.to_string(),
             format!("{:.3}", m.stall_ms),
             format!("{:.3}", m.modeled_ms),
+            ratio_text(m, oracle),
         ]);
     }
     t.render()
+}
+
+/// `m`'s modelled time over the oracle's, as a cell ("-" when the oracle did not run).
+fn ratio_text(m: &Metrics, oracle: Option<&Metrics>) -> String {
+    oracle
+        .map(|o| format!("{:.2}", time_ratio(m, o)))
+        .unwrap_or_else(|| "-".into())
 }
 
 fn mark(sim: u64, published: u64) -> &'static str {
@@ -178,7 +210,9 @@ pub fn paper_figure_table(f: &FigureResult) -> String {
         "wasted",
         "requests",
         "hits",
+        "vs_oracle",
     ]);
+    let oracle = oracle_of(f.results.iter().map(|r| (r.policy.as_str(), &r.faithful)));
     let published = |name: &str, p: &Published| {
         vec![
             format!("paper {name}"),
@@ -211,6 +245,7 @@ pub fn paper_figure_table(f: &FigureResult) -> String {
             r.faithful.wasted_pages.to_string(),
             r.faithful.read_requests.to_string(),
             r.faithful.hit_pages.to_string(),
+            ratio_text(&r.faithful, oracle),
         ]);
     }
     out.push_str(&t.render());

@@ -16,18 +16,22 @@
 //!
 //! One file per policy, each opening with a comment that tells its algorithm and its source.
 
+mod adaptive;
 mod fixed;
 mod linux_2_6_0;
 mod linux_2_6_7;
 mod linux_ondemand;
 mod none;
+pub mod oracle;
 mod pratt;
 
+pub use adaptive::Adaptive;
 pub use fixed::Fixed;
 pub use linux_2_6_0::Linux260;
 pub use linux_2_6_7::Linux267;
 pub use linux_ondemand::LinuxOndemand;
 pub use none::NoReadahead;
+pub use oracle::Oracle;
 pub use pratt::Pratt;
 
 use crate::units::Bytes;
@@ -208,6 +212,33 @@ pub trait RaContext {
     /// Record a readahead decision where the kernel would fire its tracepoint (for comparing a
     /// model with a live kernel, `ahead replay --windows`). Drivers may ignore it.
     fn note_window(&mut self, _window: Window) {}
+    /// The most pages this file's readahead should hold read but not yet used at once: the
+    /// driver's memory budget shared among the files it has open, so that the windows of all
+    /// streams together fit in the cache. Unlimited unless the driver says otherwise.
+    fn readahead_budget(&self) -> u64 {
+        u64::MAX
+    }
+}
+
+/// What the driver has measured of the device, passed to policies as plain numbers (a policy
+/// never reads a clock): how long one request of the largest size takes from submission to
+/// completion, and the bandwidth the device streams at with such requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceEstimate {
+    /// Time from submitting one largest-size request to its data being in memory, in ns.
+    pub latency_ns: u64,
+    /// Sustained read bandwidth, in bytes per second.
+    pub bytes_per_sec: u64,
+    /// What one more request costs the device beyond its transfer (1 / its IOPS ceiling), in ns.
+    pub request_overhead_ns: u64,
+}
+
+impl DeviceEstimate {
+    /// Pages that must be in flight to keep the device busy: latency x bandwidth, rounded up.
+    pub fn inflight_pages(&self) -> u64 {
+        let bytes = self.latency_ns as u128 * self.bytes_per_sec as u128 / 1_000_000_000;
+        (bytes as u64).div_ceil(crate::units::PAGE_SIZE).max(1)
+    }
 }
 
 /// An application's hint about its access pattern (`posix_fadvise`, `readahead(2)`).
@@ -256,12 +287,18 @@ pub trait Policy: Send {
 
     /// A hint from the application.
     fn on_hint(&mut self, _hint: Hint, _ctx: &mut dyn RaContext) {}
+
+    /// The driver's latest measurement of the device. Policies that size their window for the
+    /// device use it; the others ignore it.
+    fn on_device(&mut self, _estimate: DeviceEstimate) {}
 }
 
 /// Settings shared by every policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PolicyConfig {
-    /// Maximum readahead window in pages (the kernel's `ra_pages`; default 32 = 128 KiB).
+    /// Maximum readahead window in pages (the kernel's `ra_pages`; default 32 = 128 KiB). For
+    /// `adaptive`, the most one stream keeps ahead of its reader beyond the batch in flight; the
+    /// engine sets it from the device.
     pub ra_max_pages: u64,
     /// Largest single I/O the device takes, in pages (the kernel's `io_pages`, from
     /// `max_sectors_kb`). Only on-demand's oversize reads use it.
@@ -308,7 +345,18 @@ pub const POLICIES: &[(&str, &str)] = &[
         "linux-ondemand",
         "today's Linux on-demand readahead with markers and context readahead",
     ),
+    (
+        "adaptive",
+        "ahead's own: streams per file, backward and strided, sized for the device",
+    ),
+    (
+        "oracle",
+        "the lower bound: knows the whole trace, reads exactly what will be used (simulator only)",
+    ),
 ];
+
+/// The policy that sees the whole trace; only the simulator can build it.
+pub const ORACLE: &str = "oracle";
 
 /// Make a fresh per-file instance of the policy called `name`.
 pub fn by_name(name: &str, config: PolicyConfig) -> Result<Box<dyn Policy>, String> {
@@ -323,6 +371,14 @@ pub fn by_name(name: &str, config: PolicyConfig) -> Result<Box<dyn Policy>, Stri
             config.io_max_pages,
             config.folio_max_order,
         )),
+        "adaptive" => Box::new(Adaptive::new(config)),
+        ORACLE => {
+            return Err(
+                "the oracle policy needs the whole trace in advance: only the simulator's \
+                 run_workload (ahead sim, ahead replay) can run it"
+                    .into(),
+            )
+        }
         other => {
             let known: Vec<&str> = POLICIES.iter().map(|(n, _)| *n).collect();
             return Err(format!(
@@ -335,5 +391,8 @@ pub fn by_name(name: &str, config: PolicyConfig) -> Result<Box<dyn Policy>, Stri
 
 /// Check a policy name without building one.
 pub fn validate_name(name: &str) -> Result<(), String> {
+    if name == ORACLE {
+        return Ok(());
+    }
     by_name(name, PolicyConfig::default()).map(|_| ())
 }

@@ -21,7 +21,7 @@ mod xarray;
 pub use device::DeviceModel;
 
 use crate::policy::{
-    self, AppRead, Hint, IoKind, IoRequest, Policy, PolicyConfig, RaContext, Window,
+    self, AppRead, Hint, IoKind, IoRequest, Oracle, Policy, PolicyConfig, RaContext, Window, ORACLE,
 };
 use crate::units::{Bytes, PAGE_SIZE};
 use crate::workload::{Event, Workload};
@@ -199,6 +199,17 @@ pub struct RunReport {
     pub files: Vec<FileReport>,
 }
 
+/// `a`'s modelled time over `oracle`'s (1.0 when both are zero).
+pub fn time_ratio(a: &Metrics, oracle: &Metrics) -> f64 {
+    if oracle.modeled_ms > 0.0 {
+        a.modeled_ms / oracle.modeled_ms
+    } else if a.modeled_ms > 0.0 {
+        f64::INFINITY
+    } else {
+        1.0
+    }
+}
+
 struct FileState {
     name: String,
     pages: u64,
@@ -219,6 +230,7 @@ pub struct Simulator {
     device: Device,
     files: Vec<FileState>,
     opens: Vec<Option<OpenState>>,
+    open_count: u64,
     thrash: ThrashLog,
     now_ns: u64,
     seq: u64,
@@ -269,6 +281,7 @@ impl Simulator {
             device: Device::new(config.device),
             files: Vec::new(),
             opens: Vec::new(),
+            open_count: 0,
             thrash: ThrashLog::default(),
             now_ns: 0,
             seq: 0,
@@ -303,15 +316,29 @@ impl Simulator {
         id
     }
 
-    /// Open `file` as `handle` (replacing any handle of that number).
+    /// Open `file` as `handle` (replacing any handle of that number). The oracle cannot be
+    /// opened this way: it needs the whole workload ([`Self::run_workload`]).
     pub fn open(&mut self, handle: u32, file: u32) -> Result<(), String> {
+        let policy = policy::by_name(&self.policy_name, self.config.policy)?;
+        self.open_with(handle, file, policy)
+    }
+
+    fn open_with(
+        &mut self,
+        handle: u32,
+        file: u32,
+        mut policy: Box<dyn Policy>,
+    ) -> Result<(), String> {
         if file as usize >= self.files.len() {
             return Err(format!("open of unknown file #{file}"));
         }
-        let policy = policy::by_name(&self.policy_name, self.config.policy)?;
+        policy.on_device(self.config.device.estimate(self.config.policy.io_max_pages));
         let h = handle as usize;
         if self.opens.len() <= h {
             self.opens.resize_with(h + 1, || None);
+        }
+        if self.opens[h].is_none() {
+            self.open_count += 1;
         }
         self.opens[h] = Some(OpenState {
             file,
@@ -324,7 +351,9 @@ impl Simulator {
     /// Close `handle`.
     pub fn close(&mut self, handle: u32) {
         if let Some(slot) = self.opens.get_mut(handle as usize) {
-            *slot = None;
+            if slot.take().is_some() {
+                self.open_count -= 1;
+            }
         }
     }
 
@@ -430,6 +459,7 @@ impl Simulator {
     fn policy_and_ctx(&mut self, handle: u32, file: u32) -> (&mut OpenState, Ctx<'_>) {
         let Simulator {
             opens,
+            open_count,
             cache,
             device,
             files,
@@ -440,6 +470,8 @@ impl Simulator {
             windows,
             ..
         } = self;
+        // Half the cache for readahead not yet used, shared by the open files.
+        let budget = (cache.capacity() as u64 / 2 / (*open_count).max(1)).max(1);
         let open = opens[handle as usize]
             .as_mut()
             .expect("handle checked by the caller");
@@ -454,6 +486,7 @@ impl Simulator {
             seq: *seq,
             paper: config.accounting == Accounting::Paper,
             windows: windows.as_mut(),
+            budget,
         };
         (open, ctx)
     }
@@ -467,20 +500,31 @@ impl Simulator {
         }
     }
 
-    /// Replay a whole workload.
+    /// Replay a whole workload. The oracle policy reads it all first, to know the future.
     pub fn run_workload(&mut self, workload: Workload) -> Result<(), String> {
         let ids: Vec<u32> = workload
             .files
             .iter()
             .map(|f| self.add_file(&f.name, f.size))
             .collect();
-        for event in workload.events {
+        let (events, mut oracles): (Box<dyn Iterator<Item = Event>>, _) =
+            if self.policy_name == ORACLE {
+                let events: Vec<Event> = workload.events.collect();
+                let oracles = self.oracles_for(&events, &ids);
+                (Box::new(events.into_iter()), Some(oracles.into_iter()))
+            } else {
+                (workload.events, None)
+            };
+        for event in events {
             match event {
                 Event::Open { handle, file } => {
                     let id = *ids
                         .get(file as usize)
                         .ok_or_else(|| format!("open of unknown file #{file}"))?;
-                    self.open(handle, id)?;
+                    match oracles.as_mut().and_then(|o| o.next()) {
+                        Some(oracle) => self.open_with(handle, id, Box::new(oracle))?,
+                        None => self.open(handle, id)?,
+                    }
                 }
                 Event::Read {
                     handle,
@@ -492,6 +536,68 @@ impl Simulator {
             }
         }
         Ok(())
+    }
+
+    /// One oracle per open in `events`, in order, each told the reads its handle will make
+    /// (clipped at EOF as [`Self::read`] clips them), with an equal share of a quarter of the cache.
+    fn oracles_for(&self, events: &[Event], ids: &[u32]) -> Vec<Oracle> {
+        let mut futures: Vec<Vec<policy::oracle::PageRange>> = Vec::new();
+        let mut current: Vec<Option<(usize, u64)>> = Vec::new(); // handle -> (future, file pages)
+        let (mut open, mut most_open) = (0u64, 1u64);
+        for event in events {
+            match *event {
+                Event::Open { handle, file } => {
+                    let h = handle as usize;
+                    if current.len() <= h {
+                        current.resize(h + 1, None);
+                    }
+                    if current[h].is_none() {
+                        open += 1;
+                        most_open = most_open.max(open);
+                    }
+                    let pages = ids
+                        .get(file as usize)
+                        .map(|&id| self.files[id as usize].pages)
+                        .unwrap_or(0);
+                    current[h] = Some((futures.len(), pages));
+                    futures.push(Vec::new());
+                }
+                Event::Close { handle } => {
+                    if let Some(slot) = current.get_mut(handle as usize) {
+                        if slot.take().is_some() {
+                            open -= 1;
+                        }
+                    }
+                }
+                Event::Read {
+                    handle,
+                    offset,
+                    len,
+                } => {
+                    if let Some(Some((k, pages))) = current.get(handle as usize) {
+                        let end = offset
+                            .0
+                            .saturating_add(len.0)
+                            .min(Bytes::of_pages(*pages).0);
+                        if end > offset.0 {
+                            let read = AppRead {
+                                offset,
+                                len: Bytes(end - offset.0),
+                            };
+                            futures[*k].push((read.first_page(), read.end_page()));
+                        }
+                    }
+                }
+                Event::Hint { .. } => {}
+            }
+        }
+        // A quarter: between its fetch and its use a page sees the lookahead fetched after it
+        // and as much used before it, and the LRU must not reach it.
+        let lookahead = (self.cache.capacity() as u64 / 4 / most_open).max(1);
+        futures
+            .into_iter()
+            .map(|f| Oracle::new(f, lookahead, self.config.policy.io_max_pages))
+            .collect()
     }
 
     /// How many pages of `file` in `[start, end)` are cached now.
@@ -555,6 +661,7 @@ struct Ctx<'a> {
     seq: u64,
     paper: bool,
     windows: Option<&'a mut Vec<FileWindow>>,
+    budget: u64,
 }
 
 impl Ctx<'_> {
@@ -649,6 +756,10 @@ impl RaContext for Ctx<'_> {
             file: self.file,
         };
         xarray::prev_miss(&map, index, max_scan)
+    }
+
+    fn readahead_budget(&self) -> u64 {
+        self.budget
     }
 
     fn note_window(&mut self, window: Window) {

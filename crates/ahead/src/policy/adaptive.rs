@@ -1,0 +1,911 @@
+//! `adaptive`: ahead's own readahead policy, built to fail nowhere the historical ones fail.
+//! Sources: the 1996 asynchronous readahead patch (shared/seeds/000_b34001b5bfec9e3b.txt), the
+//! 2004 request-size-aware redesign thread (001_bd002ed0d6b9b97c.txt), the 2004 paper's tables
+//! (002_cb27686ff0bbb5ba.txt) and what the userspace peers got wrong
+//! (shared/research/userspace_peers.md).
+//!
+//! **Streams.** An open file tracks up to [`STREAMS`] streams, each the history of one reader:
+//! where its last read was, its shape and its window. A read joins the stream it continues,
+//! best match first: the next pages forward (`Forward`), the pages just before backward
+//! (`Backward`), the same distance again (`Stride`), or a read inside the stream's own readahead
+//! window (threads racing over one region). A read that joins nothing starts a new stream in the
+//! least recently used slot, so interleaved readers on one file (threads, a merge of several
+//! runs) each keep their own window. A new stream is `Forward` at once when it starts at page 0
+//! (a file read from its start) or right after cached pages (the kernel's context readahead);
+//! otherwise it waits for a second read to show its shape, and a stride needs a third read to
+//! confirm the distance. A read that joins nothing is random: it gets exactly what it asked for,
+//! one request, and no window.
+//!
+//! **Windows.** A confirmed stream reads ahead in its own direction: forward, backward, or record
+//! by record along its stride. A stride whose gap is smaller than what a separate request costs
+//! the device, and at most 1% of the record, is read through as one forward stream. Two sizes
+//! govern a window, as the kernel's on-demand window and its async part do:
+//! * `window`: the pages one top-up reads. The first is sized from the request
+//!   (`get_init_ra_size`: x4 for small reads, x2 for medium, else the maximum), then it grows
+//!   (`get_next_ra_size`) up to the maximum window. Top-ups go out as requests of at most the
+//!   device's largest I/O, but a read is never split: a read the cache cannot serve is read in
+//!   one synchronous request that also brings in the first window.
+//! * `lead`: what must stay ahead of the reader. When less than `lead` is left (the reader has
+//!   touched the marker on the first page of the newest window), the next window starts
+//!   asynchronously, so its I/O overlaps the reader's work on this one. The lead follows the
+//!   device: latency x bandwidth from [`DeviceEstimate`] (the driver measures, the policy only
+//!   does arithmetic), at least one window, at most the configured maximum window.
+//!
+//! Both are capped by memory: the driver's readahead budget for the file
+//! ([`RaContext::readahead_budget`]) is split among its active streams, so all windows together
+//! fit in the cache. A strided stream bets at most 1% of what it has used
+//! ([`STRIDE_BET`]): its reads may stop any time, and what is ahead then is wasted.
+//!
+//! **Feedback.** Top-ups that find every page cached twice in a row turn the stream's
+//! readahead off (no more lookups); it comes back on after two misses within sixteen reads, so
+//! one miss among hits does not flap. Thrashing (pages evicted before use) shrinks the file's
+//! window cap by a quarter at each report, and only then, down to where thrashing stops; eight
+//! clean top-ups regrow it by an eighth. A congested queue defers asynchronous top-ups; what the
+//! reader waits for is never deferred.
+//!
+//! **Hints.** Sequential: new streams are forward from their first read, with full windows.
+//! Random: no readahead at all. Will-need: the range is read ahead, no stream is disturbed.
+//! Don't-need: streams whose window covered the range will fetch it again if they get there.
+//! Limit: nothing at or past the page is ever read ahead (Lustre's lock extent in the 2004
+//! thread).
+
+use super::linux_ondemand::{get_init_ra_size, get_next_ra_size};
+use super::{AppRead, DeviceEstimate, Hint, IoKind, IoRequest, Policy, PolicyConfig, RaContext};
+
+/// Streams tracked per open file.
+pub const STREAMS: usize = 32;
+/// Farthest apart, in pages, two reads may start and still be taken for one strided stream.
+const MAX_STRIDE_PAGES: u64 = 4096;
+/// A strided stream keeps at most 1/`STRIDE_BET` (under 1%) of the pages it has used read ahead.
+pub const STRIDE_BET: u64 = 128;
+/// Top-ups in a row that find everything cached before a stream stops reading ahead.
+const CACHED_OFF_AFTER: u8 = 2;
+/// Misses, within [`CACHED_SPAN`] reads, that turn a cached stream's readahead back on.
+const CACHED_ON_MISSES: u8 = 2;
+const CACHED_SPAN: u32 = 16;
+/// Cached pages just before a new stream's first read that make it forward at once: enough that
+/// a random reader over a mostly cached file rarely finds them by chance.
+const CONTEXT_PAGES: u64 = 16;
+/// Pages of readahead a file is credited with before its losses count against it.
+const BET_PRIOR: u64 = 512;
+/// Reads since a stream was last read within which a read inside its window joins it.
+const RACE_READS: u64 = 4;
+/// Clean top-ups between two regrowth steps after thrashing.
+const REGROW_EVERY: u32 = 8;
+/// Smallest window cap thrashing can shrink to, in pages.
+const MIN_CAP: u64 = 4;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    /// One read seen (or a stride candidate, when `delta` is set).
+    Unknown,
+    Forward,
+    Backward,
+    Stride,
+}
+
+/// How a read relates to a stream, best first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Join {
+    Continues,
+    InWindow,
+    Repeats,
+    /// A second read at the distance a stride candidate saw: the stride is confirmed.
+    StrideConfirms,
+    /// A first read at some distance from this stream's last: maybe a stride. It starts a new
+    /// stream (the old one may still continue forward: interleaved readers look like a stride
+    /// for one round).
+    StrideCandidate,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Stream {
+    live: bool,
+    tick: u64,
+    shape: Shape,
+    /// First page of the last read.
+    first: u64,
+    /// One past the last page of the last read.
+    end: u64,
+    /// Forward: one past the furthest page read. Backward: the lowest page read.
+    reach: u64,
+    /// Pages in the last read.
+    record: u64,
+    /// Stride: page distance between read starts (signed).
+    delta: i64,
+    /// Forward: pages of gap read through.
+    skip: u64,
+    /// Reads that continued the stream.
+    run: u32,
+    /// Pages the stream's reads covered.
+    used: u64,
+    /// Forward: first page not yet read ahead. Backward: lowest page read ahead. Stride: start
+    /// of the next record not yet read ahead.
+    frontier: u64,
+    /// Pages the next top-up reads (0: no window yet).
+    window: u64,
+    cached: bool,
+    idle_topups: u8,
+    misses: u8,
+    since_miss: u32,
+    /// Pages charged as lost when the reader left this stream for a new one (refunded if it
+    /// comes back).
+    charged: u64,
+}
+
+impl Stream {
+    const EMPTY: Stream = Stream {
+        live: false,
+        tick: 0,
+        shape: Shape::Unknown,
+        first: 0,
+        end: 0,
+        reach: 0,
+        record: 0,
+        delta: 0,
+        skip: 0,
+        run: 0,
+        used: 0,
+        frontier: 0,
+        window: 0,
+        cached: false,
+        idle_topups: 0,
+        misses: 0,
+        since_miss: 0,
+        charged: 0,
+    };
+
+    fn confirmed(&self) -> bool {
+        self.shape != Shape::Unknown
+    }
+
+    /// Pages read ahead that the reader has not reached.
+    fn ahead_pages(&self) -> u64 {
+        match self.shape {
+            Shape::Unknown => 0,
+            Shape::Forward => self.frontier.saturating_sub(self.reach),
+            Shape::Backward => self.reach.saturating_sub(self.frontier),
+            Shape::Stride => self.records_ahead() * self.record,
+        }
+    }
+
+    /// Stride: records read ahead past the last one read.
+    fn records_ahead(&self) -> u64 {
+        if self.delta == 0 {
+            return 0;
+        }
+        let span = self.frontier as i64 - self.first as i64;
+        (span / self.delta - 1).max(0) as u64
+    }
+
+    /// How `(s, e)` relates to this stream, if at all, at read number `now`.
+    fn join(&self, s: u64, e: u64, now: u64) -> Option<Join> {
+        if !self.live {
+            return None;
+        }
+        let len = e - s;
+        match self.shape {
+            Shape::Unknown | Shape::Forward => {
+                let behind = self.reach.saturating_sub(1);
+                if s >= behind && s <= self.reach + self.skip && e > self.reach {
+                    return Some(Join::Continues);
+                }
+            }
+            _ => {}
+        }
+        match self.shape {
+            Shape::Unknown | Shape::Backward => {
+                let low = if self.shape == Shape::Backward {
+                    self.reach
+                } else {
+                    self.first
+                };
+                if e <= low + 1 && e >= low && s < low {
+                    return Some(Join::Continues);
+                }
+            }
+            _ => {}
+        }
+        if self.shape == Shape::Stride
+            && s as i64 - self.first as i64 == self.delta
+            && len.abs_diff(self.record) <= 1
+        {
+            return Some(Join::Continues);
+        }
+        if s == self.first && e == self.end {
+            return Some(Join::Repeats);
+        }
+        // Inside the window only counts for a stream read in the last few reads (threads racing
+        // over one region); a random read into an old window is just a cache hit.
+        let recent = now.saturating_sub(self.tick) <= RACE_READS;
+        match self.shape {
+            Shape::Forward if self.window > 0 && recent => {
+                let low = self.first.saturating_sub(self.window);
+                if s >= low && s < self.frontier.max(self.reach) {
+                    return Some(Join::InWindow);
+                }
+            }
+            Shape::Backward
+                if self.window > 0
+                    && recent
+                    && s >= self.frontier
+                    && e <= self.end + self.window =>
+            {
+                return Some(Join::InWindow);
+            }
+            _ => {}
+        }
+        if self.shape == Shape::Unknown || (self.shape == Shape::Forward && self.run == 0) {
+            let d = s as i64 - self.first as i64;
+            if d.unsigned_abs() > self.record
+                && d.unsigned_abs() <= MAX_STRIDE_PAGES
+                && len.abs_diff(self.record) <= 1
+            {
+                if self.delta == d {
+                    return Some(Join::StrideConfirms);
+                }
+                if self.delta == 0 {
+                    return Some(Join::StrideCandidate);
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Pages that must stay ahead of a reader whose window is `window`: at least the window, what
+/// the device needs in flight, at most `cap`.
+fn lead(window: u64, device_lead: u64, cap: u64) -> u64 {
+    window.max(device_lead).min(cap).max(1)
+}
+
+/// The adaptive policy's per-open-file state. See the module comment.
+#[derive(Debug)]
+pub struct Adaptive {
+    streams: [Stream; STREAMS],
+    tick: u64,
+    ra_max: u64,
+    io_max: u64,
+    /// Pages the device needs in flight (latency x bandwidth); 0 until the driver says.
+    device_lead: u64,
+    /// Pages one extra request costs the device (its overhead at full bandwidth).
+    request_cost: u64,
+    /// Largest window and lead after thrashing (u64::MAX: no thrashing seen).
+    thrash_cap: u64,
+    clean_topups: u32,
+    congested: bool,
+    random: bool,
+    sequential: bool,
+    limit: u64,
+    /// Pages this file read ahead, and the part of them estimated lost (left ahead by streams
+    /// that were abandoned, or evicted unused): the file's record of how well betting pays.
+    ahead_issued: u64,
+    ahead_lost: u64,
+    /// Betting does not pay here (over 3% lost): every stream bets as a strided one does.
+    conservative: bool,
+    /// The stream the previous read joined.
+    last: usize,
+}
+
+impl Adaptive {
+    /// A fresh state with `config`'s maximum window and largest I/O.
+    pub fn new(config: PolicyConfig) -> Adaptive {
+        Adaptive {
+            streams: [Stream::EMPTY; STREAMS],
+            tick: 0,
+            ra_max: config.ra_max_pages.max(1),
+            io_max: config.io_max_pages.max(1),
+            device_lead: 0,
+            request_cost: 0,
+            thrash_cap: u64::MAX,
+            clean_topups: 0,
+            congested: false,
+            random: false,
+            sequential: false,
+            limit: u64::MAX,
+            ahead_issued: 0,
+            ahead_lost: 0,
+            conservative: false,
+            last: 0,
+        }
+    }
+
+    /// The reader left the stream it was in for a new one: charge what that stream has ahead
+    /// as lost now, rather than when its slot is reused (refunded if it continues).
+    fn charge_left_behind(&mut self) {
+        let st = self.streams[self.last];
+        if st.live && st.confirmed() && !st.cached && st.charged == 0 {
+            let ahead = st.ahead_pages();
+            self.streams[self.last].charged = ahead;
+            self.account(0, ahead);
+        }
+    }
+
+    /// Account pages read ahead (`issued`) and pages lost, and decide whether to bet less.
+    fn account(&mut self, issued: u64, lost: u64) {
+        self.ahead_issued += issued;
+        self.ahead_lost += lost;
+        if self.ahead_issued > 1 << 20 {
+            // Remember the recent past more than the distant one.
+            self.ahead_issued /= 2;
+            self.ahead_lost /= 2;
+        }
+        // A few pages lost at the start prove nothing: judge against a prior of BET_PRIOR.
+        if self.ahead_lost * 32 > self.ahead_issued + BET_PRIOR {
+            self.conservative = true;
+        } else if self.ahead_lost * 64 < self.ahead_issued {
+            self.conservative = false;
+        }
+    }
+
+    /// The most stream `st` may have ahead: what it has shown (twice its pages so far; 1/128
+    /// of them for a stride, or for any stream where betting has not paid), within `cap`.
+    fn bet(&self, st: &Stream, cap: u64) -> u64 {
+        let shown = if st.shape == Shape::Stride || self.conservative {
+            st.used / STRIDE_BET
+        } else {
+            4 * st.used.max(st.record)
+        };
+        cap.min(shown)
+    }
+
+    /// The stream `(s, e)` joins, and how.
+    fn find(&self, s: u64, e: u64) -> Option<(usize, Join)> {
+        let mut best: Option<(usize, Join)> = None;
+        for (i, st) in self.streams.iter().enumerate() {
+            if let Some(j) = st.join(s, e, self.tick) {
+                let better = match best {
+                    None => true,
+                    Some((b, bj)) => j < bj || (j == bj && st.tick > self.streams[b].tick),
+                };
+                if better {
+                    best = Some((i, j));
+                }
+            }
+        }
+        best
+    }
+
+    /// A slot for a new stream: an empty one, else the least recently used.
+    fn free_slot(&self) -> usize {
+        let mut pick = 0;
+        for (i, st) in self.streams.iter().enumerate() {
+            if !st.live {
+                return i;
+            }
+            if st.tick < self.streams[pick].tick {
+                pick = i;
+            }
+        }
+        pick
+    }
+
+    /// Streams of this file that read ahead now.
+    fn active_streams(&self) -> u64 {
+        self.streams
+            .iter()
+            .filter(|s| s.live && s.confirmed() && s.window > 0 && !s.cached)
+            .count()
+            .max(1) as u64
+    }
+
+    /// The largest window and lead one stream may have: the configured maximum, the file's
+    /// budget shared among its streams (half for the window, half for the lead), and the cap
+    /// thrashing left.
+    fn stream_cap(&self, ctx: &dyn RaContext) -> u64 {
+        let share = ctx.readahead_budget() / self.active_streams() / 2;
+        self.ra_max.min(share).min(self.thrash_cap).max(1)
+    }
+
+    /// Whether a gap of `gap` pages between records of `record` pages is cheaper to read
+    /// through than to skip with a separate request, at a waste of at most 1%.
+    fn reads_through(&self, gap: u64, record: u64) -> bool {
+        gap > 0 && gap < self.request_cost && gap * 100 <= record
+    }
+
+    /// Start I/O `[start, start + pages)` of `kind`, clipped at the limit, in requests of at
+    /// most the largest I/O (the first at least `whole` pages: a read is never split). The
+    /// marker goes on the first page. Returns pages newly brought in.
+    fn issue(
+        &self,
+        ctx: &mut dyn RaContext,
+        kind: IoKind,
+        start: u64,
+        pages: u64,
+        whole: u64,
+    ) -> u64 {
+        let end = start
+            .saturating_add(pages)
+            .min(self.limit)
+            .min(ctx.file_pages());
+        let mut p = start;
+        let mut started = 0;
+        let mut first = true;
+        while p < end {
+            let n = if first {
+                self.io_max.max(whole)
+            } else {
+                self.io_max
+            }
+            .min(end - p);
+            let mut io = IoRequest::of_kind(if first { kind } else { IoKind::Ahead }, p, n);
+            if first {
+                io = io.with_marker(p);
+            }
+            started += ctx.start_io(io);
+            first = false;
+            p += n;
+        }
+        started
+    }
+
+    /// Read ahead for stream `i` after its read `(s, e)`, if the reader reached the marker.
+    fn top_up(&mut self, i: usize, s: u64, e: u64, ctx: &mut dyn RaContext) {
+        let cap = self.stream_cap(ctx);
+        let st = self.streams[i];
+        let missed = !ctx.is_cached(s);
+        // A congested queue defers the top-up while what is ahead still covers the reader's
+        // next read; what the reader would wait for is never deferred.
+        if self.congested && !missed && st.ahead_pages() >= 2 * st.record {
+            return;
+        }
+        let cap = if st.shape == Shape::Unknown {
+            cap
+        } else {
+            self.bet(&st, cap).max(1)
+        };
+        let started = match st.shape {
+            Shape::Forward => self.top_up_forward(i, s, e, cap, missed, ctx),
+            Shape::Backward => self.top_up_backward(i, s, e, cap, missed, ctx),
+            Shape::Stride => self.top_up_stride(i, s, e, cap, missed, ctx),
+            Shape::Unknown => None,
+        };
+        let Some(started) = started else { return };
+        self.account(started, 0);
+        let st = &mut self.streams[i];
+        if started == 0 {
+            st.idle_topups += 1;
+            if st.idle_topups >= CACHED_OFF_AFTER {
+                st.cached = true;
+                st.misses = 0;
+                st.since_miss = 0;
+            }
+        } else {
+            st.idle_topups = 0;
+        }
+        if self.thrash_cap != u64::MAX {
+            self.clean_topups += 1;
+            if self.clean_topups >= REGROW_EVERY {
+                self.clean_topups = 0;
+                self.thrash_cap += (self.thrash_cap / 8).max(1);
+                if self.thrash_cap >= self.ra_max {
+                    self.thrash_cap = u64::MAX;
+                }
+            }
+        }
+    }
+
+    /// Grow a stream's window for its next top-up.
+    fn next_window(st: &Stream, cap: u64) -> u64 {
+        if st.window == 0 {
+            get_init_ra_size(st.record.max(1), cap)
+        } else {
+            get_next_ra_size(st.window, cap).min(cap)
+        }
+    }
+
+    fn top_up_forward(
+        &mut self,
+        i: usize,
+        s: u64,
+        e: u64,
+        cap: u64,
+        missed: bool,
+        ctx: &mut dyn RaContext,
+    ) -> Option<u64> {
+        let dl = self.device_lead;
+        let st = &mut self.streams[i];
+        if st.frontier < st.reach {
+            st.frontier = st.reach;
+        }
+        let window = Self::next_window(st, cap);
+        let need = lead(window, dl, cap);
+        if !missed && st.frontier - st.reach >= need {
+            return None; // the marker is still ahead of the reader
+        }
+        if missed {
+            // The reader waits: its read, and the first window if none is out, in one request.
+            // The window counts from the read (as the kernel's initial window does); the next
+            // one starts when the reader passes the marker.
+            if st.frontier > e {
+                return Some(self.issue(ctx, IoKind::Sync, s, e - s, e - s));
+            }
+            let pages = (e - s).max(window);
+            st.frontier = s + pages;
+            st.window = window;
+            let proven = st.run > 0;
+            let started = self.issue(ctx, IoKind::Sync, s, pages, e - s);
+            if !proven {
+                // A guess (a file read from its start): one window, no lead yet.
+                return Some(started);
+            }
+            return Some(started + self.lead_loop(i, window, cap, ctx));
+        }
+        Some(self.lead_loop(i, window, cap, ctx))
+    }
+
+    /// Start windows ahead of forward stream `i` until `lead` pages are ahead of its reader.
+    fn lead_loop(&mut self, i: usize, window: u64, cap: u64, ctx: &mut dyn RaContext) -> u64 {
+        let dl = self.device_lead;
+        let mut window = window;
+        let mut started = 0;
+        loop {
+            let st = &mut self.streams[i];
+            if st.frontier - st.reach >= lead(st.window.max(window), dl, cap) {
+                break;
+            }
+            if st.window > 0 {
+                window = Self::next_window(st, cap);
+            }
+            let from = st.frontier;
+            st.frontier += window;
+            st.window = window;
+            if from >= self.limit.min(ctx.file_pages()) {
+                break;
+            }
+            started += self.issue(ctx, IoKind::Ahead, from, window, 0);
+        }
+        started
+    }
+
+    fn top_up_backward(
+        &mut self,
+        i: usize,
+        s: u64,
+        e: u64,
+        cap: u64,
+        missed: bool,
+        ctx: &mut dyn RaContext,
+    ) -> Option<u64> {
+        let dl = self.device_lead;
+        let st = &mut self.streams[i];
+        if st.frontier > st.reach || st.window == 0 {
+            st.frontier = st.reach;
+        }
+        let window = Self::next_window(st, cap);
+        let need = lead(window, dl, cap);
+        if !missed && st.reach - st.frontier >= need {
+            return None;
+        }
+        let mut started = 0;
+        if missed {
+            started += self.issue(ctx, IoKind::Sync, s, e - s, e - s);
+        }
+        let mut window = window;
+        loop {
+            let st = &mut self.streams[i];
+            if st.frontier == 0 || st.reach - st.frontier >= lead(st.window.max(window), dl, cap) {
+                break;
+            }
+            if st.window > 0 {
+                window = Self::next_window(st, cap);
+            }
+            let from = st.frontier.saturating_sub(window);
+            let pages = st.frontier - from;
+            st.frontier = from;
+            st.window = window;
+            // Nearest pages first: the reader needs the top of the window soonest.
+            let mut top = from + pages;
+            while top > from {
+                let n = self.io_max.min(top - from);
+                if top - n < self.limit {
+                    started += self.issue(ctx, IoKind::Ahead, top - n, n, 0);
+                }
+                top -= n;
+            }
+        }
+        Some(started)
+    }
+
+    fn top_up_stride(
+        &mut self,
+        i: usize,
+        s: u64,
+        e: u64,
+        cap: u64,
+        missed: bool,
+        ctx: &mut dyn RaContext,
+    ) -> Option<u64> {
+        let dl = self.device_lead;
+        let mut started = 0;
+        if missed {
+            started += self.issue(ctx, IoKind::Sync, s, e - s, e - s);
+        }
+        let st = &mut self.streams[i];
+        let next = st.first as i64 + st.delta;
+        let behind = if st.delta > 0 {
+            (st.frontier as i64) < next
+        } else {
+            (st.frontier as i64) > next
+        };
+        if behind {
+            st.frontier = next.max(0) as u64;
+        }
+        // Bet at most 1% of what the stream has used, and no more than the lead allows.
+        let allowed = lead(cap.min(st.record * 4), dl, cap);
+        let records = allowed / st.record.max(1);
+        let ahead = st.records_ahead();
+        if ahead >= records || ahead > records / 2 && !missed {
+            return if missed { Some(started) } else { None };
+        }
+        st.window = records * st.record;
+        let (record, delta) = (st.record, st.delta);
+        let end = self.limit.min(ctx.file_pages());
+        for _ in ahead..records {
+            let st = &mut self.streams[i];
+            let from = st.frontier;
+            if from >= end {
+                break;
+            }
+            let next = from as i64 + delta;
+            if next < 0 {
+                st.frontier = from;
+                break;
+            }
+            st.frontier = next as u64;
+            started += self.issue(ctx, IoKind::Ahead, from, record, record);
+            if delta < 0 && from == 0 {
+                break;
+            }
+        }
+        Some(started)
+    }
+
+    /// A read that joins stream `i` as `join`: update its history.
+    fn advance(&mut self, i: usize, join: Join, s: u64, e: u64) {
+        let rt = self.reads_through_gap(i, s);
+        let st = &mut self.streams[i];
+        st.tick = self.tick;
+        let len = e - s;
+        match join {
+            Join::Continues => {
+                match st.shape {
+                    Shape::Unknown | Shape::Forward if s + 1 >= st.reach && e > st.reach => {
+                        if st.shape == Shape::Unknown {
+                            st.frontier = st.frontier.max(st.reach);
+                        }
+                        st.shape = Shape::Forward;
+                        st.reach = e;
+                    }
+                    Shape::Unknown | Shape::Backward => {
+                        if st.shape == Shape::Unknown {
+                            st.reach = st.first;
+                            st.frontier = st.first;
+                        }
+                        st.shape = Shape::Backward;
+                        st.reach = st.reach.min(s);
+                    }
+                    _ => {}
+                }
+                st.run += 1;
+                st.used += len;
+            }
+            Join::InWindow => {
+                if st.shape == Shape::Forward {
+                    st.reach = st.reach.max(e);
+                } else {
+                    st.reach = st.reach.min(s);
+                }
+                st.used += len;
+                st.run += 1;
+            }
+            Join::Repeats => {}
+            Join::StrideConfirms => {
+                // Third read at the same distance: a stride, or a gap to read through.
+                let d = st.delta;
+                if let Some(gap) = rt {
+                    st.shape = Shape::Forward;
+                    st.skip = gap;
+                    st.reach = e;
+                    st.frontier = e;
+                } else {
+                    st.shape = Shape::Stride;
+                    st.frontier = (s as i64 + d).max(0) as u64;
+                }
+                st.run += 1;
+                st.used += len;
+            }
+            Join::StrideCandidate => unreachable!("a stride candidate starts its own stream"),
+        }
+        st.first = s;
+        st.end = e;
+        st.record = len;
+    }
+
+    /// The gap stream `i` would read through if `s` continued its stride, if small enough.
+    fn reads_through_gap(&self, i: usize, s: u64) -> Option<u64> {
+        let st = &self.streams[i];
+        let d = s as i64 - st.first as i64;
+        if d <= 0 || st.delta != d {
+            return None;
+        }
+        let gap = d as u64 - st.record.min(d as u64);
+        self.reads_through(gap, st.record).then_some(gap)
+    }
+
+    /// A read that joins no stream: start one in a free slot.
+    fn start_stream(&mut self, s: u64, e: u64, ctx: &dyn RaContext) -> usize {
+        let i = self.free_slot();
+        let victim = self.streams[i];
+        if victim.live && !victim.cached && victim.charged == 0 {
+            // Whatever it had ahead is lost: its reader never came back for it.
+            self.account(0, victim.ahead_pages());
+        }
+        let mut st = Stream::EMPTY;
+        st.live = true;
+        st.tick = self.tick;
+        st.first = s;
+        st.end = e;
+        st.reach = e;
+        st.frontier = e;
+        st.record = e - s;
+        st.used = e - s;
+        // Forward at once: the file's start, a sequential hint, or cached pages just before
+        // (a stream this state lost track of: the kernel's context readahead).
+        let context = s >= CONTEXT_PAGES && (s - CONTEXT_PAGES..s).all(|p| ctx.is_cached(p));
+        if s == 0 || self.sequential || context {
+            st.shape = Shape::Forward;
+            st.reach = s;
+            st.frontier = s;
+        }
+        self.streams[i] = st;
+        i
+    }
+
+    /// A read in a stream whose readahead is off because its pages were cached: count misses.
+    fn cached_read(&mut self, i: usize, s: u64, e: u64, ctx: &dyn RaContext) -> bool {
+        let st = &mut self.streams[i];
+        st.since_miss += 1;
+        if st.since_miss > CACHED_SPAN {
+            st.misses = 0;
+        }
+        if !ctx.is_cached(s) || !ctx.is_cached(e - 1) {
+            st.misses += 1;
+            st.since_miss = 0;
+        }
+        if st.misses >= CACHED_ON_MISSES {
+            st.cached = false;
+            st.idle_topups = 0;
+            st.frontier = match st.shape {
+                Shape::Backward => st.reach,
+                Shape::Forward => st.reach,
+                _ => st.frontier,
+            };
+            return true;
+        }
+        false
+    }
+}
+
+impl Policy for Adaptive {
+    fn name(&self) -> &'static str {
+        "adaptive"
+    }
+
+    fn on_read(&mut self, read: AppRead, ctx: &mut dyn RaContext) {
+        if self.random {
+            return;
+        }
+        self.tick += 1;
+        let (s, e) = (read.first_page(), read.end_page());
+        let found = self.find(s, e);
+        if matches!(found, None | Some((_, Join::StrideCandidate))) {
+            self.charge_left_behind();
+        }
+        let i = match found {
+            Some((from, Join::StrideCandidate)) => {
+                let d = s as i64 - self.streams[from].first as i64;
+                let used = self.streams[from].used;
+                let i = self.start_stream(s, e, ctx);
+                let st = &mut self.streams[i];
+                if st.shape == Shape::Unknown {
+                    st.delta = d;
+                    st.used += used;
+                }
+                i
+            }
+            Some((i, join)) => {
+                let refund = std::mem::take(&mut self.streams[i].charged);
+                self.ahead_lost = self.ahead_lost.saturating_sub(refund);
+                self.advance(i, join, s, e);
+                i
+            }
+            None => self.start_stream(s, e, ctx),
+        };
+        self.last = i;
+        let st = self.streams[i];
+        if !st.confirmed() {
+            return;
+        }
+        if st.cached && !self.cached_read(i, s, e, ctx) {
+            return;
+        }
+        self.top_up(i, s, e, ctx);
+    }
+
+    fn on_thrashed(&mut self, pages: u64) {
+        self.account(0, pages);
+        // Shrink the largest live window by a quarter (at least what was lost), never below
+        // MIN_CAP; regrowth happens in `top_up`.
+        let largest = self
+            .streams
+            .iter()
+            .filter(|s| s.live)
+            .map(|s| s.window.max(s.ahead_pages()))
+            .max()
+            .unwrap_or(self.ra_max)
+            .min(self.thrash_cap)
+            .min(self.ra_max);
+        let shrunk = largest - (largest / 4).max(pages.min(largest / 2));
+        self.thrash_cap = shrunk.max(MIN_CAP);
+        self.clean_topups = 0;
+        for st in self.streams.iter_mut() {
+            st.window = st.window.min(self.thrash_cap);
+        }
+    }
+
+    fn on_congestion(&mut self, congested: bool) {
+        self.congested = congested;
+    }
+
+    fn on_device(&mut self, estimate: DeviceEstimate) {
+        self.device_lead = estimate.inflight_pages();
+        let cost = DeviceEstimate {
+            latency_ns: estimate.request_overhead_ns,
+            ..estimate
+        };
+        self.request_cost = if estimate.request_overhead_ns == 0 {
+            0
+        } else {
+            cost.inflight_pages()
+        };
+    }
+
+    fn on_hint(&mut self, hint: Hint, ctx: &mut dyn RaContext) {
+        match hint {
+            Hint::Normal => {
+                self.random = false;
+                self.sequential = false;
+            }
+            Hint::Sequential => {
+                self.random = false;
+                self.sequential = true;
+            }
+            Hint::Random => {
+                self.random = true;
+                self.sequential = false;
+                for st in self.streams.iter_mut() {
+                    *st = Stream::EMPTY;
+                }
+            }
+            Hint::WillNeed { start_page, pages } => {
+                self.issue(ctx, IoKind::Ahead, start_page, pages, 0);
+            }
+            Hint::DontNeed { start_page, pages } => {
+                let end = start_page.saturating_add(pages);
+                for st in self.streams.iter_mut().filter(|s| s.live) {
+                    match st.shape {
+                        Shape::Forward if start_page < st.frontier && end > st.reach => {
+                            st.frontier = st.reach.max(start_page);
+                        }
+                        Shape::Backward if end > st.frontier && start_page < st.reach => {
+                            st.frontier = st.reach.min(end);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Hint::Limit { end_page } => self.limit = end_page,
+        }
+    }
+}

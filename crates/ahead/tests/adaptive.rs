@@ -1,0 +1,204 @@
+//! The adaptive policy and the oracle, one behaviour per pattern built for it: a pattern, a
+//! policy, the figures it must show.
+
+use ahead::pattern::Pattern;
+use ahead::policy::{Hint, PolicyConfig};
+use ahead::sim::{self, Metrics, SimConfig};
+use ahead::{Bytes, Event, FileSpec, Simulator, Workload, PAGE_SIZE};
+
+fn config() -> SimConfig {
+    SimConfig {
+        cache_pages: (64 << 20) / PAGE_SIZE as usize,
+        policy: PolicyConfig {
+            ra_max_pages: 2048,
+            io_max_pages: 1024,
+            ..PolicyConfig::default()
+        },
+        ..SimConfig::default()
+    }
+}
+
+fn run(policy: &str, spec: &str) -> Metrics {
+    sim::run(policy, config(), Pattern::parse(spec).unwrap().workload())
+        .unwrap()
+        .faithful
+}
+
+#[test]
+fn backward_reads_are_read_ahead_backward() {
+    let m = run("adaptive", "reverse:size=16m,bs=4k");
+    // 4096 reads: two to learn the direction, the rest served by ahead windows.
+    assert!(m.sync_requests <= 2, "{m:?}");
+    assert_eq!(m.wasted_pages, 0);
+    assert!(m.read_requests < 40, "{m:?}");
+}
+
+#[test]
+fn a_stride_is_read_ahead_record_by_record_without_reading_the_gaps() {
+    let m = run("adaptive", "stride:size=64m,bs=4k,stride=32k");
+    assert!(m.async_requests > 9 * m.sync_requests, "{m:?}");
+    // Never reads the gaps: at most 1% of the used pages read ahead and not used at the end.
+    assert!(m.wasted_pages * 100 <= m.pages_requested, "{m:?}");
+}
+
+#[test]
+#[ignore = "known gap (issue 4 note): the read-through stream still misses every other record and thrashes"]
+fn a_gap_cheaper_than_a_request_is_read_through() {
+    // 1 MiB records, 4 KiB gaps (0.4% waste): one stream reading through, few requests.
+    let m = run("adaptive", "stride:size=256m,bs=1m,stride=1028k");
+    let records = (256u64 << 20).div_ceil(1028 << 10);
+    assert!(m.read_requests * 2 < records, "{m:?}");
+    assert!(m.wasted_pages * 100 <= m.pages_read, "{m:?}");
+}
+
+#[test]
+fn interleaved_streams_on_one_file_each_keep_their_window() {
+    let m = run("adaptive", "interleaved:streams=16,size=64m,bs=4k");
+    // Each of the 16 streams waits at most a few times while it is learned, then never.
+    assert!(m.sync_requests <= 16 * 4, "{m:?}");
+    assert_eq!(m.wasted_pages, 0);
+}
+
+#[test]
+fn random_reads_get_exactly_what_they_ask_one_request_each() {
+    let m = run("adaptive", "random:size=256m,bs=4k,count=4000");
+    // Distinct pages: every page read was asked for (a few windows from chance adjacency).
+    assert!(m.wasted_pages * 100 <= m.pages_read, "{m:?}");
+    assert!(m.async_requests * 100 <= m.read_requests, "{m:?}");
+}
+
+#[test]
+fn a_cached_file_turns_readahead_off() {
+    // The second pass of a re-read finds everything cached: no requests at all in it.
+    let once = run("adaptive", "seq:size=32m,bs=4k");
+    let twice = run("adaptive", "iozone:reread:size=32m,bs=4k");
+    assert_eq!(once.read_requests, twice.read_requests);
+}
+
+#[test]
+fn many_slow_streams_fit_their_windows_in_the_cache() {
+    // 1000 files read in turn, 64 MiB of cache: linux-ondemand's windows thrash, adaptive's
+    // share the cache.
+    let a = run("adaptive", "manyfiles:files=1000,size=1m");
+    let k = run("linux-ondemand", "manyfiles:files=1000,size=1m");
+    assert!(k.thrashed_pages > k.pages_requested, "{k:?}");
+    assert!(a.thrashed_pages * 100 <= a.pages_read, "{a:?}");
+    assert_eq!(a.wasted_pages, 0);
+}
+
+fn one_file(pages: u64, events: Vec<Event>) -> Workload {
+    let open = std::iter::once(Event::Open { handle: 0, file: 0 });
+    Workload {
+        files: vec![FileSpec {
+            name: "f".into(),
+            size: Bytes::of_pages(pages),
+        }],
+        events: Box::new(open.chain(events)),
+    }
+}
+
+fn read(page: u64, pages: u64) -> Event {
+    Event::Read {
+        handle: 0,
+        offset: Bytes::of_page(page),
+        len: Bytes::of_pages(pages),
+    }
+}
+
+#[test]
+fn nothing_is_read_ahead_past_a_limit_hint() {
+    let mut events = vec![Event::Hint {
+        handle: 0,
+        hint: Hint::Limit { end_page: 1000 },
+    }];
+    events.extend((0..900).map(|p| read(p, 1)));
+    let mut s = Simulator::new("adaptive", config()).unwrap();
+    s.run_workload(one_file(100_000, events)).unwrap();
+    assert_eq!(s.cached_in(0, 1000, 100_000), 0);
+    assert!(
+        s.cached_in(0, 900, 1000) > 0,
+        "it still reads ahead below the limit"
+    );
+}
+
+#[test]
+fn will_need_fetches_a_range_without_disturbing_the_stream() {
+    let mut events: Vec<Event> = (0..64).map(|p| read(p, 1)).collect();
+    events.push(Event::Hint {
+        handle: 0,
+        hint: Hint::WillNeed {
+            start_page: 50_000,
+            pages: 100,
+        },
+    });
+    events.extend((64..4096).map(|p| read(p, 1)));
+    let mut s = Simulator::new("adaptive", config()).unwrap();
+    s.run_workload(one_file(100_000, events)).unwrap();
+    assert_eq!(s.cached_in(0, 50_000, 50_100), 100);
+    let m = s.report().faithful;
+    assert!(m.sync_requests <= 1, "the stream kept its window: {m:?}");
+}
+
+#[test]
+fn random_hint_turns_readahead_off() {
+    let mut events = vec![Event::Hint {
+        handle: 0,
+        hint: Hint::Random,
+    }];
+    events.extend((0..512).map(|p| read(p, 1)));
+    let mut s = Simulator::new("adaptive", config()).unwrap();
+    s.run_workload(one_file(10_000, events)).unwrap();
+    let m = s.report().faithful;
+    assert_eq!((m.pages_read, m.read_requests), (512, 512));
+}
+
+#[test]
+fn the_oracle_reads_exactly_the_pages_used() {
+    for spec in [
+        "seq:size=16m",
+        "random:size=64m,count=3000",
+        "iozone:mix:size=32m",
+    ] {
+        let m = run("oracle", spec);
+        assert_eq!(m.wasted_pages, 0, "{spec}: {m:?}");
+        assert_eq!(m.thrashed_pages, 0, "{spec}: {m:?}");
+    }
+}
+
+#[test]
+fn the_oracle_is_at_least_as_fast_as_the_real_policies_on_one_stream() {
+    for spec in [
+        "seq:size=16m",
+        "reverse:size=16m",
+        "random:size=64m,count=3000",
+    ] {
+        let o = run("oracle", spec);
+        for p in ["linux-ondemand", "adaptive", "none"] {
+            let m = run(p, spec);
+            assert!(
+                o.modeled_ms <= m.modeled_ms * 1.01,
+                "{spec}: oracle {o:?} vs {p} {m:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_remote_store_is_kept_busy_by_a_4k_reader() {
+    let config = SimConfig {
+        device: ahead::DeviceModel::REMOTE,
+        policy: PolicyConfig {
+            ra_max_pages: 16384,
+            io_max_pages: 2048,
+            ..PolicyConfig::default()
+        },
+        ..SimConfig::default()
+    };
+    let pattern = Pattern::parse("seq:size=2g,bs=4k").unwrap();
+    let m = sim::run("adaptive", config, pattern.workload())
+        .unwrap()
+        .faithful;
+    let mb_s = (m.pages_requested * PAGE_SIZE) as f64 / 1e3 / m.modeled_ms;
+    let device = ahead::DeviceModel::REMOTE.streaming_mb_s(2048);
+    assert!(mb_s >= 0.85 * device, "{mb_s:.0} MB/s of {device:.0}");
+}
