@@ -631,7 +631,7 @@ impl Adaptive {
         if behind {
             st.frontier = next.max(0) as u64;
         }
-        // Bet at most 1% of what the stream has used, and no more than the lead allows.
+        // `cap` already holds the bet (1/128 of what the stream has used); the lead caps it too.
         let allowed = lead(cap.min(st.record * 4), dl, cap);
         let records = allowed / st.record.max(1);
         let ahead = st.records_ahead();
