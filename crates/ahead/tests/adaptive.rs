@@ -140,6 +140,27 @@ fn will_need_fetches_a_range_without_disturbing_the_stream() {
 }
 
 #[test]
+fn a_sequential_hint_starts_with_the_full_window_and_its_lead() {
+    // A reader in the middle of a file, with the hint: its very first miss reads a full window
+    // (2048 pages here), not the 4 pages an unhinted guess gets, and the lead goes out at once.
+    let hinted = |hint: bool| {
+        let mut events = Vec::new();
+        if hint {
+            events.push(Event::Hint {
+                handle: 0,
+                hint: Hint::Sequential,
+            });
+        }
+        events.push(read(10_000, 1));
+        let mut s = Simulator::new("adaptive", config()).unwrap();
+        s.run_workload(one_file(100_000, events)).unwrap();
+        s.cached_in(0, 10_000, 100_000)
+    };
+    assert!(hinted(true) >= 2048, "{}", hinted(true));
+    assert!(hinted(false) < 64, "{}", hinted(false));
+}
+
+#[test]
 fn random_hint_turns_readahead_off() {
     let mut events = vec![Event::Hint {
         handle: 0,

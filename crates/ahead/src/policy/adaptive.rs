@@ -341,6 +341,10 @@ impl Adaptive {
     /// The most stream `st` may have ahead: what it has shown (twice its pages so far; 1/128
     /// of them for a stride, or for any stream where betting has not paid), within `cap`.
     fn bet(&self, st: &Stream, cap: u64) -> u64 {
+        // A forward stream under a sequential hint has the application's word for it.
+        if self.sequential && st.shape == Shape::Forward {
+            return cap;
+        }
         let shown = if st.shape == Shape::Stride || self.conservative {
             st.used / STRIDE_BET
         } else {
@@ -486,8 +490,10 @@ impl Adaptive {
     }
 
     /// Grow a stream's window for its next top-up.
-    fn next_window(st: &Stream, cap: u64) -> u64 {
-        if st.window == 0 {
+    fn next_window(st: &Stream, cap: u64, sequential: bool) -> u64 {
+        if st.window == 0 && sequential {
+            cap
+        } else if st.window == 0 {
             get_init_ra_size(st.record.max(1), cap)
         } else {
             get_next_ra_size(st.window, cap).min(cap)
@@ -508,7 +514,7 @@ impl Adaptive {
         if st.frontier < st.reach {
             st.frontier = st.reach;
         }
-        let window = Self::next_window(st, cap);
+        let window = Self::next_window(st, cap, self.sequential);
         let need = lead(window, dl, cap);
         if !missed && st.frontier - st.reach >= need {
             return None; // the marker is still ahead of the reader
@@ -523,7 +529,8 @@ impl Adaptive {
             let pages = (e - s).max(window);
             st.frontier = s + pages;
             st.window = window;
-            let proven = st.run > 0;
+            // A sequential hint is the application's word for what a run would prove.
+            let proven = st.run > 0 || self.sequential;
             let started = self.issue(ctx, IoKind::Sync, s, pages, e - s);
             if !proven {
                 // A guess (a file read from its start): one window, no lead yet.
@@ -545,7 +552,7 @@ impl Adaptive {
                 break;
             }
             if st.window > 0 {
-                window = Self::next_window(st, cap);
+                window = Self::next_window(st, cap, self.sequential);
             }
             let from = st.frontier;
             st.frontier += window;
@@ -572,7 +579,7 @@ impl Adaptive {
         if st.frontier > st.reach || st.window == 0 {
             st.frontier = st.reach;
         }
-        let window = Self::next_window(st, cap);
+        let window = Self::next_window(st, cap, self.sequential);
         let need = lead(window, dl, cap);
         if !missed && st.reach - st.frontier >= need {
             return None;
@@ -588,7 +595,7 @@ impl Adaptive {
                 break;
             }
             if st.window > 0 {
-                window = Self::next_window(st, cap);
+                window = Self::next_window(st, cap, self.sequential);
             }
             let from = st.frontier.saturating_sub(window);
             let pages = st.frontier - from;
