@@ -89,6 +89,7 @@ fn main() {
             "seq",
             "reverse",
             "stride",
+            "stride:size=256m,bs=1m,stride=1028k",
             "interleaved:streams=16",
             "random",
             "iozone:mix",

@@ -4,13 +4,14 @@
 //!
 //! It reads exactly the pages that will be used and nothing else. At each read it first
 //! fetches that read's own missing pages, then keeps the pages of the next reads issued ahead,
-//! up to `lookahead` pages (its share of the cache: the simulator gives each handle a quarter of the
-//! cache divided by the most handles open at once, so early pages are not evicted before use).
-//! As soon as one largest-size request's worth (or half the lookahead) is free it fetches the
-//! next batch: the coming reads' pages,
-//! sorted, with adjacent and overlapping ranges merged into requests of up to the device's
-//! largest I/O (a single read is never split). Issued that early, device latency hides behind
-//! the reads before; merged that way, no policy can use fewer requests for the same pages.
+//! up to `lookahead` pages (its share of the cache: the simulator gives each handle half the
+//! cache divided by the most handles open at once, the same share the real policies get as
+//! their readahead budget). As soon as one largest-size request's worth (or half the lookahead)
+//! is free it fetches the next batch: the coming reads' pages, with adjacent and overlapping
+//! ranges merged into requests of up to the device's largest I/O (a single read is never
+//! split), issued in the order the reader will need them. Issued that early, device latency
+//! hides behind the reads before; merged that way, no policy can use fewer requests for the
+//! same pages.
 //!
 //! Random reads show the limit of every real policy: the oracle knows where they go, nothing
 //! causal does.
@@ -29,7 +30,10 @@ pub struct Oracle {
     ahead_pages: u64,
     lookahead: u64,
     io_max: u64,
-    batch: Vec<PageRange>,
+    /// The batch being issued: (first, end, order of need), reused across refills.
+    batch: Vec<(u64, u64, usize)>,
+    /// Its merged requests: (order of the earliest need, first, end).
+    runs: Vec<(usize, u64, u64)>,
 }
 
 /// How far past the expected read the oracle looks for the read it is given (a trace whose
@@ -48,6 +52,7 @@ impl Oracle {
             lookahead: lookahead.max(1),
             io_max: io_max.max(1),
             batch: Vec::new(),
+            runs: Vec::new(),
         }
     }
 
@@ -67,29 +72,36 @@ impl Oracle {
         self.issued = self.issued.max(self.next);
     }
 
-    /// Issue the next batch of reads' pages, merged.
+    /// Issue the next batch of reads' pages, merged, the requests in the order the reader will
+    /// need them (sorted by page, a batch would make a backward or random reader wait for its
+    /// whole batch).
     fn refill(&mut self, ctx: &mut dyn RaContext) {
         self.batch.clear();
+        self.runs.clear();
         while self.issued < self.reads.len() && self.ahead_pages < self.lookahead {
             let (a, b) = self.reads[self.issued];
-            self.batch.push((a, b));
+            self.batch.push((a, b, self.issued));
             self.ahead_pages += b - a;
             self.issued += 1;
         }
         self.batch.sort_unstable();
-        let mut run: Option<PageRange> = None;
+        let mut run: Option<(usize, u64, u64)> = None;
         for k in 0..self.batch.len() {
-            let (a, b) = self.batch[k];
+            let (a, b, need) = self.batch[k];
             run = match run {
-                Some((rs, re)) if a <= re && b.max(re) - rs <= self.io_max => Some((rs, b.max(re))),
-                Some((rs, re)) => {
-                    ctx.start_io(IoRequest::ahead(rs, re - rs));
-                    Some((a, b))
+                Some((n, rs, re)) if a <= re && b.max(re) - rs <= self.io_max => {
+                    Some((n.min(need), rs, b.max(re)))
                 }
-                None => Some((a, b)),
+                Some(done) => {
+                    self.runs.push(done);
+                    Some((need, a, b))
+                }
+                None => Some((need, a, b)),
             };
         }
-        if let Some((rs, re)) = run {
+        self.runs.extend(run);
+        self.runs.sort_unstable();
+        for &(_, rs, re) in &self.runs {
             ctx.start_io(IoRequest::ahead(rs, re - rs));
         }
     }

@@ -32,6 +32,7 @@ struct Slot {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Evicted {
     pub file: u32,
+    pub page: u64,
     pub owner: u32,
     pub used: bool,
 }
@@ -161,6 +162,7 @@ impl PageCache {
         self.len -= 1;
         Some(Evicted {
             file: slot.file,
+            page: slot.page,
             owner: slot.owner,
             used: slot.flags & USED != 0,
         })
@@ -252,6 +254,7 @@ impl PageCache {
         self.len -= 1;
         Some(Evicted {
             file: slot.file,
+            page: slot.page,
             owner: slot.owner,
             used: slot.flags & USED != 0,
         })

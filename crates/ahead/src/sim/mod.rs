@@ -7,7 +7,7 @@
 //! 3. walk the read's pages as the reader would: a page still absent is read synchronously (one
 //!    request per contiguous absent run); a page whose data is not there yet stalls the reader
 //!    until it is; then the reader spends `compute_ns_per_page` on it;
-//! 4. tell policies whose read-ahead pages were evicted unused (thrashing).
+//! 4. tell policies whose read-ahead pages were evicted unused and then read again (thrashing).
 //!
 //! Every I/O starts at the time of the read that caused it. Two accountings run side by side:
 //! the faithful one (only absent pages are read; wasted = read but never used) and the paper's
@@ -86,7 +86,7 @@ pub struct Metrics {
     pub async_requests: u64,
     /// Pages of reads that were already cached (or in flight) when the read began.
     pub hit_pages: u64,
-    /// Pages read ahead and evicted before anyone used them.
+    /// Pages read ahead, evicted before anyone used them, and then read again (refaults).
     pub thrashed_pages: u64,
     /// Time the reader spent waiting for data, in milliseconds.
     pub stall_ms: f64,
@@ -247,14 +247,35 @@ pub struct FileWindow {
     pub window: Window,
 }
 
-/// Handles whose pages were evicted unused since the last delivery, with counts.
+/// Thrashing, detected as the kernel's workingset code does: a page evicted before anyone used
+/// it leaves a shadow, and reading that page again (a refault) is thrashing, charged to the
+/// handle that read it first. A page skipped for good (a gap read through, the end of a window
+/// nobody came back to) is waste, not thrashing: nothing asks for it again.
 #[derive(Default)]
 struct ThrashLog {
+    /// Refaults per handle since the last delivery to its policy.
     per_owner: Vec<u64>,
     dirty: Vec<u32>,
+    /// (file, page) evicted unused -> the handle that read it.
+    shadows: std::collections::HashMap<(u32, u64), u32>,
 }
 
 impl ThrashLog {
+    /// `page` of `file` is being read into the cache: a refault if it left a shadow.
+    #[inline]
+    fn refault(&mut self, file: u32, page: u64) -> bool {
+        if self.shadows.is_empty() {
+            return false;
+        }
+        match self.shadows.remove(&(file, page)) {
+            Some(owner) => {
+                self.record(owner);
+                true
+            }
+            None => false,
+        }
+    }
+
     fn record(&mut self, owner: u32) {
         let i = owner as usize;
         if self.per_owner.len() <= i {
@@ -591,9 +612,9 @@ impl Simulator {
                 Event::Hint { .. } => {}
             }
         }
-        // A quarter: between its fetch and its use a page sees the lookahead fetched after it
-        // and as much used before it, and the LRU must not reach it.
-        let lookahead = (self.cache.capacity() as u64 / 4 / most_open).max(1);
+        // Half the cache over the handles open at once: the readahead budget the real policies
+        // get (see `Ctx::budget`).
+        let lookahead = (self.cache.capacity() as u64 / 2 / most_open).max(1);
         futures
             .into_iter()
             .map(|f| Oracle::new(f, lookahead, self.config.policy.io_max_pages))
@@ -700,6 +721,9 @@ impl Ctx<'_> {
             let n = 1u64 << order;
             let marker = io.marker_page.is_some_and(|m| m >= q && m < q + n);
             for page in q..q + n {
+                if self.thrash.refault(self.file, page) {
+                    self.files[self.file as usize].counters.thrashed_pages += 1;
+                }
                 if let Some(ev) = self.cache.insert(
                     self.file,
                     self.owner,
@@ -710,8 +734,7 @@ impl Ctx<'_> {
                     order,
                 ) {
                     if !ev.used {
-                        self.files[ev.file as usize].counters.thrashed_pages += 1;
-                        self.thrash.record(ev.owner);
+                        self.thrash.shadows.insert((ev.file, ev.page), ev.owner);
                     }
                 }
             }
