@@ -51,6 +51,31 @@ enum Command {
     /// Line up the live kernel's readahead windows (from `trace --kernel`) with the
     /// linux-ondemand model's for the same reads.
     Compare(CompareArgs),
+    /// Read files through the engine (io_uring, O_DIRECT, ahead's own readahead and cache) and
+    /// write them to stdout, like cat.
+    Cat(CatArgs),
+}
+
+#[derive(Args)]
+struct CatArgs {
+    /// Files to read, in order.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// Size of each read, like dd's bs (4k, 128k, 1m, ...).
+    #[arg(long, default_value = "128k")]
+    bs: String,
+    /// Readahead policy.
+    #[arg(long, default_value = ahead::engine::DEFAULT_POLICY)]
+    policy: String,
+    /// I/O backend: auto (io_uring if it works, else threads), uring, threads or sync.
+    #[arg(long, default_value = "auto")]
+    engine: String,
+    /// Memory budget of the engine's cache (a hard limit).
+    #[arg(long, default_value = "256m")]
+    budget: String,
+    /// Print the engine's statistics to stderr at the end.
+    #[arg(long)]
+    stats: bool,
 }
 
 #[derive(Args, Clone)]
@@ -175,6 +200,7 @@ fn main() -> ExitCode {
         Command::Replay(a) => cmd_replay(a),
         Command::Trace(a) => cmd_trace(a),
         Command::Compare(a) => cmd_compare(a),
+        Command::Cat(a) => cmd_cat(a),
     };
     match outcome {
         Ok(text) => {
@@ -683,4 +709,84 @@ fn cmd_compare(a: CompareArgs) -> Result<String, Failure> {
     .ok();
     out.push_str(&totals_table(&runs));
     Ok(out)
+}
+
+fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
+    use ahead::engine::{BackendChoice, Engine};
+    use std::io::{BufWriter, ErrorKind};
+    let bs = ahead::units::parse_size(&a.bs)
+        .map_err(|e| usage(format!("--bs: {e}")))?
+        .0;
+    if bs == 0 || bs > 1 << 30 {
+        return Err(usage("--bs must be between 1 byte and 1g"));
+    }
+    let budget = ahead::units::parse_size(&a.budget)
+        .map_err(|e| usage(format!("--budget: {e}")))?
+        .0;
+    let backend: BackendChoice = a
+        .engine
+        .parse()
+        .map_err(|e: String| usage(format!("--engine: {e}")))?;
+    ahead::policy::validate_name(&a.policy).map_err(usage)?;
+    if a.policy == ORACLE {
+        return Err(usage("the oracle needs the whole trace in advance: it runs only in sim and replay; pick another --policy"));
+    }
+    let engine = Engine::builder()
+        .policy(&a.policy)
+        .backend(backend)
+        .budget(budget)
+        .build()
+        .map_err(|e| match e.kind() {
+            ErrorKind::InvalidInput => usage(e.to_string()),
+            _ => runtime(format!("cannot start the engine: {e}")),
+        })?;
+    let mut out = BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+    let mut buf = vec![0u8; bs as usize];
+    let mut failed = 0;
+    'files: for path in &a.paths {
+        let file = match engine.open(path) {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("ahead cat: {e}");
+                failed += 1;
+                continue;
+            }
+        };
+        let mut offset = 0u64;
+        loop {
+            let n = match file.read_at(&mut buf, offset) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) => {
+                    eprintln!("ahead cat: {}: read at byte {offset}: {e}", path.display());
+                    failed += 1;
+                    continue 'files;
+                }
+            };
+            if let Err(e) = out.write_all(&buf[..n]) {
+                if e.kind() == ErrorKind::BrokenPipe {
+                    break 'files;
+                }
+                return Err(runtime(format!("cannot write to stdout: {e}")));
+            }
+            offset += n as u64;
+        }
+    }
+    match out.flush() {
+        Err(e) if e.kind() != ErrorKind::BrokenPipe => {
+            return Err(runtime(format!("cannot write to stdout: {e}")))
+        }
+        _ => {}
+    }
+    drop(out);
+    if a.stats {
+        eprintln!("{}", engine.stats());
+    }
+    if failed > 0 {
+        return Err(runtime(format!(
+            "{failed} of {} files could not be read in full (see above)",
+            a.paths.len()
+        )));
+    }
+    Ok(String::new())
 }

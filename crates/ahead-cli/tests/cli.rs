@@ -379,3 +379,158 @@ fn kernel_tracing_bad_input_fails_cleanly() {
     assert_eq!(std::fs::read(&short).unwrap(), b"tiny");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+fn write_pattern(path: &Path, size: u64) {
+    use std::io::Write;
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut x = size ^ 0x5DEE_CE66;
+    for _ in 0..size {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        f.write_all(&[(x >> 56) as u8]).unwrap();
+    }
+}
+
+#[test]
+fn cat_writes_each_file_byte_for_byte() {
+    let dir = tmpdir("cat");
+    for size in [0u64, 1, 4095, 4096, 4097, 1_000_003] {
+        let path = dir.join(format!("f{size}"));
+        write_pattern(&path, size);
+        for engine in ["auto", "threads", "sync"] {
+            for bs in ["4k", "128k", "1000"] {
+                let out = ahead(&[
+                    "cat",
+                    path.to_str().unwrap(),
+                    "--bs",
+                    bs,
+                    "--engine",
+                    engine,
+                ]);
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                assert!(
+                    out.stdout == std::fs::read(&path).unwrap(),
+                    "size {size}, engine {engine}, bs {bs}"
+                );
+            }
+        }
+    }
+    // Several files, concatenated, and the stats on stderr.
+    let (a, b) = (dir.join("f4097"), dir.join("f1"));
+    let out = ahead(&["cat", a.to_str().unwrap(), b.to_str().unwrap(), "--stats"]);
+    let mut want = std::fs::read(&a).unwrap();
+    want.extend(std::fs::read(&b).unwrap());
+    assert!(out.stdout == want);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("engine: backend"), "{stderr}");
+    assert!(stderr.contains("bytes 4098"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn cat_bad_input_fails_cleanly() {
+    let dir = tmpdir("cat-bad");
+    let f = dir.join("f");
+    write_pattern(&f, 10);
+    let f = f.to_str().unwrap();
+    assert_clean_failure(&ahead(&["cat", f, "--bs", "0"]), 2, "--bs");
+    assert_clean_failure(&ahead(&["cat", f, "--bs", "1E"]), 2, "--bs");
+    assert_clean_failure(&ahead(&["cat", f, "--engine", "aio"]), 2, "known: auto");
+    assert_clean_failure(&ahead(&["cat", f, "--policy", "nope"]), 2, "unknown policy");
+    assert_clean_failure(&ahead(&["cat", f, "--policy", "oracle"]), 2, "oracle");
+    assert_clean_failure(&ahead(&["cat", f, "--budget", "1k"]), 2, "too small");
+    let missing = dir.join("missing");
+    let out = ahead(&["cat", missing.to_str().unwrap(), f]);
+    assert_clean_failure(&out, 1, "No such file");
+    // The other file was still written, as cat does.
+    assert_eq!(out.stdout.len(), 10);
+    assert_clean_failure(&ahead(&["cat", dir.to_str().unwrap()]), 1, "Is a directory");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `ahead cat f | cmp - f` for a 3 GiB file. Long: run with
+/// `cargo test --release -p ahead-cli -- --ignored`.
+#[test]
+#[ignore = "writes and reads 3 GiB; run with --ignored"]
+fn cat_of_a_few_gib_is_the_file() {
+    let dir = std::env::current_dir()
+        .unwrap()
+        .join("target")
+        .join("cat-gib");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("f3g");
+    let size = (3u64 << 30) + 12_345;
+    if std::fs::metadata(&path).map(|m| m.len()).ok() != Some(size) {
+        let st = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "head -c {size} /dev/urandom > {}",
+                path.to_str().unwrap()
+            ))
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    let st = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "{} cat --bs 4k {p} | cmp - {p}",
+            env!("CARGO_BIN_EXE_ahead"),
+            p = path.to_str().unwrap()
+        ))
+        .status()
+        .unwrap();
+    assert!(st.success(), "ahead cat differs from the file");
+}
+
+/// Run `ahead` with `args`, stdout discarded; return its exit status and peak resident memory
+/// in KiB (wait4's rusage of that one child).
+#[allow(clippy::zombie_processes)] // reaped by wait4 below, which std's Child cannot do
+fn peak_rss_kib(args: &[&str]) -> (i32, i64) {
+    let child = Command::new(env!("CARGO_BIN_EXE_ahead"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut status = 0;
+    // SAFETY: wait4 on our own child's pid, with valid out-pointers.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(rc, child.id() as i32);
+    (libc::WEXITSTATUS(status), usage.ru_maxrss)
+}
+
+#[test]
+fn cat_of_more_than_the_budget_stays_within_budget_plus_32_mib() {
+    let dir = tmpdir("rss");
+    let block: Vec<u8> = (0..1u32 << 20).map(|i| (i * 7 % 253) as u8).collect();
+    let mut paths = Vec::new();
+    for i in 0..40 {
+        let p = dir.join(format!("f{i}"));
+        let mut data = Vec::with_capacity(8 << 20);
+        for _ in 0..8 {
+            data.extend_from_slice(&block);
+        }
+        data[i] = 1;
+        std::fs::write(&p, &data).unwrap();
+        paths.push(p.to_str().unwrap().to_string());
+    }
+    for engine in ["uring", "threads"] {
+        let mut args = vec!["cat", "--budget", "64m", "--bs", "64k", "--engine", engine];
+        args.extend(paths.iter().map(String::as_str));
+        let (code, rss_kib) = peak_rss_kib(&args);
+        assert_eq!(code, 0);
+        // 320 MiB read through a 64 MiB budget.
+        eprintln!("{engine}: peak RSS {rss_kib} KiB");
+        assert!(
+            rss_kib <= (64 + 32) * 1024,
+            "{engine}: peak RSS {rss_kib} KiB"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

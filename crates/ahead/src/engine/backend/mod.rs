@@ -1,0 +1,121 @@
+//! I/O backends: how the engine's reads reach the device. One file per backend behind one
+//! interface, as fio keeps its ioengines: adding a backend touches nothing else.
+//!
+//! * [`uring`]: io_uring, used directly through the `io-uring` crate: the arena registered as
+//!   fixed buffers, batched submission, completions reaped by one thread for all requests.
+//! * [`threads`]: a pool of threads doing `preadv(2)`: the fallback where io_uring is missing.
+//! * [`sync`]: `preadv(2)` in the caller's thread, ahead requests included: the baseline.
+//!
+//! A backend is handed [`ReadOp`]s and reports each one, once, to [`Completer::complete`].
+
+pub mod sync;
+pub mod threads;
+pub mod uring;
+
+use std::io;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::units::PAGE_SIZE;
+
+use super::file::FileData;
+
+/// One read the engine asks a backend for: pages `first_page..` of a file into the slots
+/// (page-sized, page-aligned buffers of the arena), described as iovecs over runs of
+/// consecutive slots.
+pub(crate) struct ReadOp {
+    /// The file; holding it keeps the descriptor open until the read completes.
+    pub file: Arc<FileData>,
+    pub first_page: u64,
+    pub slots: Vec<u32>,
+    /// Bytes the file holds in this range when it was opened (less than the slots at its end).
+    pub expected: u64,
+    pub submitted: Instant,
+    /// Requests in flight when this one was submitted (0: it found the device idle).
+    pub queued_behind: usize,
+    /// One iovec per run of consecutive slots; a single one when the buffer is contiguous.
+    pub iov: Vec<libc::iovec>,
+}
+
+// SAFETY: the iovecs point into the arena, which outlives every op (see `cache::Arena`); an op
+// is owned by exactly one thread at a time (the submitter, then the backend, then the
+// completer).
+unsafe impl Send for ReadOp {}
+
+impl ReadOp {
+    /// Byte offset of the read in the file.
+    pub fn offset(&self) -> u64 {
+        self.first_page * PAGE_SIZE
+    }
+
+    /// Bytes asked for (whole pages).
+    pub fn len(&self) -> usize {
+        self.slots.len() * PAGE_SIZE as usize
+    }
+}
+
+/// Where a backend reports finished reads.
+pub(crate) trait Completer: Send + Sync {
+    /// `op` finished with `result` (bytes read, or the error).
+    fn complete(&self, op: Box<ReadOp>, result: io::Result<usize>);
+}
+
+/// An I/O backend. See the module comment.
+pub(crate) trait Backend: Send + Sync {
+    /// The name `stats()` reports: `uring`, `threads` or `sync`.
+    fn name(&self) -> &'static str;
+    /// Start `op`. Its completion may be reported before this returns (`sync` always does).
+    fn submit(&self, op: Box<ReadOp>);
+    /// Whether ahead reads are asynchronous (false for `sync`).
+    fn is_async(&self) -> bool {
+        true
+    }
+}
+
+/// `preadv(2)` of `op` in full: continue after short transfers until the range is read, the
+/// file ends (a read returns 0) or an error. Returns bytes read.
+pub(crate) fn preadv_full(fd: libc::c_int, op: &ReadOp) -> io::Result<usize> {
+    let total = op.len();
+    let mut done = 0usize;
+    let mut iov = op.iov.clone();
+    while done < total {
+        // Skip the iovecs already filled, and the filled part of the first one.
+        let mut skip = done;
+        let mut first = 0;
+        while first < iov.len() && skip >= op.iov[first].iov_len {
+            skip -= op.iov[first].iov_len;
+            first += 1;
+        }
+        if first == iov.len() {
+            break;
+        }
+        iov[first] = libc::iovec {
+            // SAFETY: `skip` < the iovec's length, so the pointer stays inside its buffer.
+            iov_base: unsafe { op.iov[first].iov_base.cast::<u8>().add(skip).cast() },
+            iov_len: op.iov[first].iov_len - skip,
+        };
+        let rest = &iov[first..];
+        // SAFETY: every iovec covers arena slots this op owns while it is in flight; the
+        // count is the slice's length.
+        let n = unsafe {
+            libc::preadv(
+                fd,
+                rest.as_ptr(),
+                rest.len() as libc::c_int,
+                (op.offset() + done as u64) as libc::off_t,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            break;
+        }
+        done += n as usize;
+    }
+    Ok(done)
+}

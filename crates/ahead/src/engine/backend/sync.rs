@@ -1,0 +1,34 @@
+//! `sync`: `preadv(2)` in the caller's thread, ahead reads included. Nothing overlaps: the
+//! "preadv" baseline of the 2020 io_uring seed (004_0138ef365889356d.txt), and the backend of
+//! last resort.
+
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+
+use super::{preadv_full, Backend, Completer, ReadOp};
+
+/// See the module comment.
+pub(crate) struct SyncBackend {
+    completer: Arc<dyn Completer>,
+}
+
+impl SyncBackend {
+    pub fn new(completer: Arc<dyn Completer>) -> SyncBackend {
+        SyncBackend { completer }
+    }
+}
+
+impl Backend for SyncBackend {
+    fn name(&self) -> &'static str {
+        "sync"
+    }
+
+    fn submit(&self, op: Box<ReadOp>) {
+        let result = preadv_full(op.file.fd.as_raw_fd(), &op);
+        self.completer.complete(op, result);
+    }
+
+    fn is_async(&self) -> bool {
+        false
+    }
+}

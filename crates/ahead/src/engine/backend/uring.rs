@@ -1,0 +1,292 @@
+//! `uring`: io_uring, used directly through the `io-uring` crate (tokio-rs).
+//!
+//! * **Submission.** Any thread that needs a read pushes its entry onto the submission queue
+//!   (under a small lock: the queue has one producer at a time) and enters the kernel to submit
+//!   it; there is no hand-off to another thread on the way in. At most [`QUEUE`] reads are in
+//!   flight; more wait in a backlog that completions drain.
+//! * **Buffers.** The cache's arena is registered with the ring once, in pieces of at most
+//!   1 GiB (the kernel's limit per buffer), so a read into consecutive slots is a
+//!   `READ_FIXED`: no page pinning per request. Registration needs locked memory; where that is
+//!   refused, plain `READ` is used and `stats()` says why. A read into scattered slots is one
+//!   `READV`: the device still sees one request.
+//! * **Completions.** One reaper thread waits in the kernel for completions of every read,
+//!   whoever submitted it, and marks the pages ready; readers wait on the page they need only.
+//!
+//! Probing: a ring that cannot be set up (`ENOSYS`: no io_uring; `EPERM`: disabled by sysctl or
+//! seccomp; `ENOMEM`: locked memory) or that cannot complete a no-op makes the engine fall back
+//! to `threads`, and `stats()` reports the error.
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use io_uring::{opcode, squeue, types, IoUring};
+
+use super::{Backend, Completer, ReadOp};
+
+/// Reads in flight at most (the ring's submission queue size).
+pub const QUEUE: u32 = 256;
+/// `user_data` of the no-op that wakes the reaper to stop.
+const WAKE: u64 = 0;
+/// Largest buffer io_uring registers.
+const PIECE_BYTES: usize = 1 << 30;
+
+struct Submit {
+    in_flight: usize,
+    backlog: VecDeque<Box<ReadOp>>,
+}
+
+struct Shared {
+    ring: IoUring,
+    submit: Mutex<Submit>,
+    completer: Arc<dyn Completer>,
+    stop: AtomicBool,
+    /// The arena's base address and size when it is registered.
+    fixed: Option<(usize, usize)>,
+}
+
+/// See the module comment.
+pub(crate) struct UringBackend {
+    shared: Arc<Shared>,
+    reaper: Option<JoinHandle<()>>,
+    /// Why fixed buffers are not in use, if they are not.
+    pub fixed_note: Option<String>,
+}
+
+impl UringBackend {
+    /// Set up a ring, check it completes a no-op, and register `arena` (base, bytes) as fixed
+    /// buffers if the system allows.
+    pub fn new(arena: (*mut u8, usize), completer: Arc<dyn Completer>) -> io::Result<Self> {
+        let mut ring = IoUring::builder().build(QUEUE)?;
+        // A no-op round trip: some sandboxes create rings that never complete anything.
+        // SAFETY: a NOP has no buffers.
+        unsafe {
+            ring.submission()
+                .push(&opcode::Nop::new().build().user_data(WAKE))
+                .map_err(|_| io::Error::other("io_uring submission queue full at setup"))?;
+        }
+        ring.submit_and_wait(1)?;
+        let ok = ring
+            .completion()
+            .next()
+            .map(|c: io_uring::cqueue::Entry| c.result());
+        if ok != Some(0) {
+            return Err(io::Error::other(format!(
+                "io_uring no-op completed with {ok:?}"
+            )));
+        }
+        let (base, bytes) = arena;
+        let pieces: Vec<libc::iovec> = (0..bytes.div_ceil(PIECE_BYTES))
+            .map(|i| libc::iovec {
+                // SAFETY: i * PIECE_BYTES < bytes: within the arena.
+                iov_base: unsafe { base.add(i * PIECE_BYTES) }.cast(),
+                iov_len: PIECE_BYTES.min(bytes - i * PIECE_BYTES),
+            })
+            .collect();
+        // SAFETY: the iovecs describe the arena, which outlives the ring: the cache that owns
+        // it is held by the completer, which this backend holds until the ring is dropped.
+        let (fixed, fixed_note) = match unsafe { ring.submitter().register_buffers(&pieces) } {
+            Ok(()) => (Some((base as usize, bytes)), None),
+            Err(e) => (
+                None,
+                Some(format!(
+                    "io_uring fixed buffers not registered ({e}): plain reads (raise the memlock limit to use them)"
+                )),
+            ),
+        };
+        let shared = Arc::new(Shared {
+            ring,
+            submit: Mutex::new(Submit {
+                in_flight: 0,
+                backlog: VecDeque::new(),
+            }),
+            completer,
+            stop: AtomicBool::new(false),
+            fixed,
+        });
+        let reaper = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("ahead-uring".into())
+                .spawn(move || reap(&shared))?
+        };
+        Ok(UringBackend {
+            shared,
+            reaper: Some(reaper),
+            fixed_note,
+        })
+    }
+}
+
+impl Shared {
+    /// The submission entry for `op`.
+    fn entry(&self, op: &ReadOp) -> squeue::Entry {
+        let fd = types::Fd(op.file.fd.as_raw_fd());
+        let offset = op.offset();
+        let data = op as *const ReadOp as u64;
+        if op.iov.len() == 1 {
+            let buf = op.iov[0].iov_base.cast::<u8>();
+            let len = op.iov[0].iov_len;
+            if let Some((base, bytes)) = self.fixed {
+                let at = buf as usize - base;
+                let (piece, end) = (at / PIECE_BYTES, (at + len - 1) / PIECE_BYTES);
+                if piece == end && at + len <= bytes {
+                    return opcode::ReadFixed::new(fd, buf, len as u32, piece as u16)
+                        .offset(offset)
+                        .build()
+                        .user_data(data);
+                }
+            }
+            return opcode::Read::new(fd, buf, len as u32)
+                .offset(offset)
+                .build()
+                .user_data(data);
+        }
+        opcode::Readv::new(fd, op.iov.as_ptr(), op.iov.len() as u32)
+            .offset(offset)
+            .build()
+            .user_data(data)
+    }
+
+    /// Push `op` onto the submission queue (the lock held). Returns it back if the queue is
+    /// full.
+    fn push(&self, op: Box<ReadOp>) -> Result<(), Box<ReadOp>> {
+        let entry = self.entry(&op);
+        // SAFETY: only one `SubmissionQueue` exists at a time: this function runs under the
+        // `submit` lock, the only place the queue is borrowed. The entry's buffers (arena slots,
+        // the op's iovecs) live until its completion: the op is leaked into `user_data` here
+        // and rebuilt from it by the reaper.
+        let mut sq = unsafe { self.ring.submission_shared() };
+        match unsafe { sq.push(&entry) } {
+            Ok(()) => {
+                sq.sync();
+                let _ = Box::into_raw(op);
+                Ok(())
+            }
+            Err(_) => Err(op),
+        }
+    }
+
+    /// Move backlogged reads into the queue while there is room (the lock held).
+    fn drain_backlog(&self, s: &mut Submit) -> bool {
+        let mut pushed = false;
+        while s.in_flight < QUEUE as usize {
+            let Some(op) = s.backlog.pop_front() else {
+                break;
+            };
+            match self.push(op) {
+                Ok(()) => {
+                    s.in_flight += 1;
+                    pushed = true;
+                }
+                Err(op) => {
+                    s.backlog.push_front(op);
+                    break;
+                }
+            }
+        }
+        pushed
+    }
+
+    fn enter(&self) {
+        loop {
+            match self.ring.submit() {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // EBUSY/EAGAIN: the kernel is short of resources; the reaper submits again
+                // after its next completion.
+                _ => return,
+            }
+        }
+    }
+}
+
+fn reap(shared: &Shared) {
+    let mut done: Vec<(u64, i32)> = Vec::with_capacity(QUEUE as usize);
+    loop {
+        match shared.ring.submitter().submit_and_wait(1) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(1)),
+        }
+        done.clear();
+        {
+            // SAFETY: the reaper is the only thread that borrows the completion queue.
+            let cq = unsafe { shared.ring.completion_shared() };
+            done.extend(cq.map(|c| (c.user_data(), c.result())));
+        }
+        let mut finished = 0;
+        for &(data, res) in &done {
+            if data == WAKE {
+                continue;
+            }
+            finished += 1;
+            // SAFETY: every non-WAKE user_data is a `Box<ReadOp>` leaked by `push`, completed
+            // exactly once.
+            let op = unsafe { Box::from_raw(data as *mut ReadOp) };
+            let result = if res < 0 {
+                Err(io::Error::from_raw_os_error(-res))
+            } else {
+                Ok(res as usize)
+            };
+            shared.completer.complete(op, result);
+        }
+        let mut s = shared.submit.lock().unwrap_or_else(|p| p.into_inner());
+        s.in_flight -= finished;
+        let pushed = shared.drain_backlog(&mut s);
+        let idle = s.in_flight == 0 && s.backlog.is_empty();
+        drop(s);
+        if pushed {
+            shared.enter();
+        }
+        if idle && shared.stop.load(Ordering::Acquire) {
+            return;
+        }
+    }
+}
+
+impl Backend for UringBackend {
+    fn name(&self) -> &'static str {
+        "uring"
+    }
+
+    fn submit(&self, op: Box<ReadOp>) {
+        let shared = &self.shared;
+        let mut s = shared.submit.lock().unwrap_or_else(|p| p.into_inner());
+        if s.in_flight >= QUEUE as usize || !s.backlog.is_empty() {
+            s.backlog.push_back(op);
+            return;
+        }
+        match shared.push(op) {
+            Ok(()) => s.in_flight += 1,
+            Err(op) => {
+                s.backlog.push_back(op);
+                return;
+            }
+        }
+        drop(s);
+        shared.enter();
+    }
+}
+
+impl Drop for UringBackend {
+    fn drop(&mut self) {
+        // The reaper stops once every read in flight has completed: the kernel may still be
+        // writing into the arena until then.
+        self.shared.stop.store(true, Ordering::Release);
+        {
+            let _s = self.shared.submit.lock().unwrap_or_else(|p| p.into_inner());
+            // SAFETY: under the submit lock, as in `push`; a NOP has no buffers.
+            let mut sq = unsafe { self.shared.ring.submission_shared() };
+            let _ = unsafe { sq.push(&opcode::Nop::new().build().user_data(WAKE)) };
+            sq.sync();
+        }
+        self.shared.enter();
+        if let Some(r) = self.reaper.take() {
+            let _ = r.join();
+        }
+    }
+}

@@ -1,0 +1,1116 @@
+//! The engine: readahead on real files. The driver that acts where the simulator models.
+//!
+//! An application opens a file through an [`Engine`] and reads it with [`File::read_at`] (from
+//! any number of threads) or through [`std::io::Read`] and [`std::io::Seek`]. For every read the
+//! file's policy (the same code the simulator runs; `adaptive` by default) decides what to read
+//! ahead; the engine keeps the pages in its own cache under one memory budget and reads them
+//! from the device with `O_DIRECT`, so the kernel's page cache and readahead are out of the way:
+//!
+//! 1. **Policy.** The read is shown to the file's policy, which looks at the cache and starts
+//!    I/O: the read itself if it wants (synchronous) and windows ahead of it (asynchronous),
+//!    with a marker whose later touch is its cue.
+//! 2. **Read what is missing.** Pages of the read still absent are read, one request per run.
+//! 3. **Copy.** Each page is copied out as soon as it is ready; a reader waits for the pages it
+//!    needs only. A failed read fails the reads that waited for it with the system's error and
+//!    caches nothing, so the next read tries again.
+//!
+//! The cache ([`cache`]) is an arena of page slots: its size is the budget, a hard limit.
+//! Eviction (CLOCK) tells the policy, through refaults, when its windows outgrow the cache.
+//! Reads go through a backend ([`backend`]): io_uring, a thread pool or plain `preadv` in the
+//! caller, chosen by a probe at start, the choice and any fallback reported by [`Engine::stats`].
+//! Requests are at most the device's `max_sectors_kb`; the largest window follows the device's
+//! `read_ahead_kb` (at least two full requests), and the policy is told the latency and
+//! bandwidth the engine measures, so windows keep the device busy rather than the kernel's
+//! historical 128 KiB.
+
+mod backend;
+mod cache;
+mod file;
+
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap;
+
+use crate::policy::{self, DeviceEstimate, Hint, IoKind, IoRequest, Policy, PolicyConfig};
+use crate::policy::{AppRead, RaContext};
+use crate::units::{Bytes, PAGE_SIZE};
+
+use backend::{Backend, Completer, ReadOp};
+use cache::{Cache, Lookup};
+use file::{FileData, Identity};
+
+const PAGE: usize = PAGE_SIZE as usize;
+
+/// The engine's default memory budget: 256 MiB.
+pub const DEFAULT_BUDGET: u64 = 256 << 20;
+/// The engine's default policy.
+pub const DEFAULT_POLICY: &str = "adaptive";
+/// Threads of the `threads` backend by default: enough for a queue depth of 32.
+pub const DEFAULT_THREADS: usize = 32;
+/// Smallest budget the engine accepts: 64 pages.
+pub const MIN_BUDGET: u64 = 64 * PAGE_SIZE;
+/// Reads in flight above which policies are told the queue is congested (and below half of
+/// which, that it drained).
+const CONGESTED: usize = 128;
+/// Times a page may come back absent for one read before the engine reads it with a plain
+/// `pread` (a file truncated meanwhile, or a cache too small for the threads reading it).
+const ATTEMPTS: u32 = 3;
+
+/// Which I/O backend reads for the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// io_uring if the probe finds it works, else `Threads`.
+    Auto,
+    /// io_uring (falls back to `Threads`, saying why, if the probe fails).
+    Uring,
+    /// A thread pool doing `preadv(2)`.
+    Threads,
+    /// `preadv(2)` in the reading thread, ahead reads included (no overlap: the baseline).
+    Sync,
+}
+
+impl std::str::FromStr for BackendChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(BackendChoice::Auto),
+            "uring" => Ok(BackendChoice::Uring),
+            "threads" => Ok(BackendChoice::Threads),
+            "sync" => Ok(BackendChoice::Sync),
+            other => Err(format!(
+                "unknown engine '{other}'; known: auto, uring, threads, sync"
+            )),
+        }
+    }
+}
+
+/// Settings for an [`Engine`]; [`Engine::builder`] starts from the defaults.
+#[derive(Clone, Debug)]
+pub struct EngineBuilder {
+    budget: u64,
+    policy: String,
+    backend: BackendChoice,
+    direct: bool,
+    io_uring_allowed: bool,
+    threads: usize,
+    ra_max_kb: Option<u64>,
+    io_max_kb: Option<u64>,
+}
+
+impl Default for EngineBuilder {
+    fn default() -> Self {
+        EngineBuilder {
+            budget: DEFAULT_BUDGET,
+            policy: DEFAULT_POLICY.into(),
+            backend: BackendChoice::Auto,
+            direct: true,
+            io_uring_allowed: true,
+            threads: DEFAULT_THREADS,
+            ra_max_kb: None,
+            io_max_kb: None,
+        }
+    }
+}
+
+impl EngineBuilder {
+    /// The memory budget in bytes: the most the cache ever holds (default 256 MiB).
+    pub fn budget(mut self, bytes: u64) -> Self {
+        self.budget = bytes;
+        self
+    }
+
+    /// The readahead policy for files opened from now on (default `adaptive`).
+    pub fn policy(mut self, name: &str) -> Self {
+        self.policy = name.into();
+        self
+    }
+
+    /// The I/O backend (default: io_uring if it works).
+    pub fn backend(mut self, choice: BackendChoice) -> Self {
+        self.backend = choice;
+        self
+    }
+
+    /// Whether to read with `O_DIRECT` where the filesystem allows (default true). Without it
+    /// files are read buffered with `POSIX_FADV_RANDOM`, as on a filesystem that refuses
+    /// `O_DIRECT`.
+    pub fn direct(mut self, on: bool) -> Self {
+        self.direct = on;
+        self
+    }
+
+    /// Behave as on a kernel without io_uring: the probe fails and the engine falls back, as
+    /// it would on such a kernel (for tests, and for systems where io_uring misbehaves).
+    pub fn without_io_uring(mut self) -> Self {
+        self.io_uring_allowed = false;
+        self
+    }
+
+    /// Threads of the `threads` backend (default 32).
+    pub fn threads(mut self, n: usize) -> Self {
+        self.threads = n.max(1);
+        self
+    }
+
+    /// The largest readahead window in KiB, instead of the device's `read_ahead_kb`.
+    pub fn ra_max_kb(mut self, kb: u64) -> Self {
+        self.ra_max_kb = Some(kb);
+        self
+    }
+
+    /// The largest single read in KiB, instead of the device's `max_sectors_kb`.
+    pub fn io_max_kb(mut self, kb: u64) -> Self {
+        self.io_max_kb = Some(kb);
+        self
+    }
+
+    /// Start the engine: allocate the cache, probe and start the backend.
+    pub fn build(self) -> io::Result<Engine> {
+        policy::validate_name(&self.policy)
+            .and_then(|()| policy::by_name(&self.policy, PolicyConfig::default()).map(drop))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        if self.budget < MIN_BUDGET {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "a memory budget of {} bytes is too small: give at least {} KiB",
+                    self.budget,
+                    MIN_BUDGET / 1024
+                ),
+            ));
+        }
+        let slots = usize::try_from(self.budget / PAGE_SIZE)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "memory budget too large"))?;
+        let core = Arc::new(Core {
+            cache: Cache::new(slots).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot map a {} MiB cache: {e}", self.budget >> 20),
+                )
+            })?,
+            counters: Counters::default(),
+            meter: Mutex::new(Meter::new()),
+            in_flight: AtomicUsize::new(0),
+        });
+        let completer: Arc<dyn Completer> = core.clone();
+        let mut fallbacks = Vec::new();
+        let threads = || -> io::Result<Box<dyn Backend>> {
+            Ok(Box::new(backend::threads::ThreadsBackend::new(
+                self.threads,
+                completer.clone(),
+            )?))
+        };
+        let backend: Box<dyn Backend> = match self.backend {
+            BackendChoice::Sync => Box::new(backend::sync::SyncBackend::new(completer.clone())),
+            BackendChoice::Threads => threads()?,
+            BackendChoice::Auto | BackendChoice::Uring => {
+                let probe = if self.io_uring_allowed {
+                    let arena = core.cache.arena();
+                    backend::uring::UringBackend::new(
+                        (arena.base(), arena.bytes()),
+                        completer.clone(),
+                    )
+                } else {
+                    Err(io::Error::new(
+                        io::ErrorKind::Unsupported,
+                        "turned off by the caller (EngineBuilder::without_io_uring)",
+                    ))
+                };
+                match probe {
+                    Ok(u) => {
+                        if let Some(note) = &u.fixed_note {
+                            fallbacks.push(note.clone());
+                        }
+                        Box::new(u)
+                    }
+                    Err(e) => {
+                        fallbacks.push(format!("io_uring unavailable ({e}): using threads"));
+                        threads()?
+                    }
+                }
+            }
+        };
+        Ok(Engine {
+            inner: Arc::new(Inner {
+                core,
+                backend,
+                config: self,
+                files: Mutex::new(Registry::default()),
+                open_handles: AtomicU64::new(0),
+                fallbacks: Mutex::new(fallbacks),
+            }),
+        })
+    }
+}
+
+/// Statistics of an engine since it started.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Stats {
+    /// The backend reading for the engine: `uring`, `threads` or `sync`.
+    pub backend: &'static str,
+    /// Every fallback taken, and why (no io_uring, a file read without `O_DIRECT`, ...).
+    pub fallbacks: Vec<String>,
+    /// The policy files are opened with.
+    pub policy: String,
+    /// The memory budget in bytes.
+    pub budget_bytes: u64,
+    /// Application reads.
+    pub reads: u64,
+    /// Bytes returned to the application.
+    pub bytes_returned: u64,
+    /// Pages the application read that were ready in the cache (no wait).
+    pub hit_pages: u64,
+    /// Pages the application read that it had to wait for (in flight, or read for it).
+    pub miss_pages: u64,
+    /// Pages read from the device.
+    pub pages_read: u64,
+    /// Pages read and evicted before anyone used them.
+    pub wasted_pages: u64,
+    /// Pages evicted unused and then read again (the windows outgrew the cache).
+    pub thrashed_pages: u64,
+    /// Requests sent to the device.
+    pub requests: u64,
+    /// Requests a reader waited for.
+    pub sync_requests: u64,
+    /// Requests read ahead.
+    pub ahead_requests: u64,
+    /// `pages_read / requests`.
+    pub avg_request_pages: f64,
+    /// Time readers spent waiting for data, summed over threads, in milliseconds.
+    pub stall_ms: f64,
+    /// Requests that failed.
+    pub io_errors: u64,
+    /// Pages the cache holds now (ready or in flight).
+    pub resident_pages: u64,
+}
+
+impl std::fmt::Display for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "engine: backend {}, policy {}, budget {} MiB",
+            self.backend,
+            self.policy,
+            self.budget_bytes >> 20
+        )?;
+        for why in &self.fallbacks {
+            writeln!(f, "  fallback: {why}")?;
+        }
+        writeln!(
+            f,
+            "  reads {}, bytes {}, hit pages {}, miss pages {}, stall {:.1} ms",
+            self.reads, self.bytes_returned, self.hit_pages, self.miss_pages, self.stall_ms
+        )?;
+        write!(
+            f,
+            "  pages read {}, wasted {}, thrashed {}, requests {} ({} sync, {} ahead), avg {:.1} pages, errors {}",
+            self.pages_read,
+            self.wasted_pages,
+            self.thrashed_pages,
+            self.requests,
+            self.sync_requests,
+            self.ahead_requests,
+            self.avg_request_pages,
+            self.io_errors
+        )
+    }
+}
+
+/// An application's advice about how it will read a file ([`File::advise`]), in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Advice {
+    /// Default behaviour (`POSIX_FADV_NORMAL`).
+    Normal,
+    /// The file will be read sequentially (`POSIX_FADV_SEQUENTIAL`).
+    Sequential,
+    /// The file will be read randomly: no readahead (`POSIX_FADV_RANDOM`).
+    Random,
+    /// This range will be needed soon: read it now (`POSIX_FADV_WILLNEED`).
+    WillNeed {
+        /// Byte offset.
+        offset: u64,
+        /// Length in bytes.
+        len: u64,
+    },
+    /// This range will not be needed: drop its pages (`POSIX_FADV_DONTNEED`).
+    DontNeed {
+        /// Byte offset.
+        offset: u64,
+        /// Length in bytes.
+        len: u64,
+    },
+    /// Never read ahead at or past this byte offset.
+    Limit {
+        /// Byte offset.
+        end: u64,
+    },
+}
+
+#[derive(Default)]
+struct Counters {
+    reads: AtomicU64,
+    bytes_returned: AtomicU64,
+    hit_pages: AtomicU64,
+    miss_pages: AtomicU64,
+    stall_ns: AtomicU64,
+    requests: AtomicU64,
+    sync_requests: AtomicU64,
+    ahead_requests: AtomicU64,
+    pages_read: AtomicU64,
+    io_errors: AtomicU64,
+}
+
+/// What the engine measures of the device, for the policies.
+struct Meter {
+    estimate: DeviceEstimate,
+    version: u64,
+    busy_since: Option<Instant>,
+    busy: Duration,
+    bytes: u64,
+}
+
+impl Meter {
+    fn new() -> Meter {
+        Meter {
+            // Until measured: an NVMe-class device.
+            estimate: DeviceEstimate {
+                latency_ns: 100_000,
+                bytes_per_sec: 1_000_000_000,
+                request_overhead_ns: 10_000,
+            },
+            version: 0,
+            busy_since: None,
+            busy: Duration::ZERO,
+            bytes: 0,
+        }
+    }
+
+    fn update(&mut self, latency_ns: Option<u64>, bytes_per_sec: Option<u64>) {
+        let mut e = self.estimate;
+        if let Some(l) = latency_ns {
+            e.latency_ns = (3 * e.latency_ns + l) / 4;
+        }
+        if let Some(b) = bytes_per_sec {
+            e.bytes_per_sec = (e.bytes_per_sec + b) / 2;
+        }
+        let moved = |a: u64, b: u64| a.abs_diff(b) * 5 > b;
+        if moved(e.latency_ns, self.estimate.latency_ns)
+            || moved(e.bytes_per_sec, self.estimate.bytes_per_sec)
+        {
+            self.version += 1;
+        }
+        self.estimate = e;
+    }
+}
+
+/// The cache, the counters and the meter: what a backend's completions need.
+struct Core {
+    cache: Cache,
+    counters: Counters,
+    meter: Mutex<Meter>,
+    in_flight: AtomicUsize,
+}
+
+impl Completer for Core {
+    fn complete(&self, op: Box<ReadOp>, result: io::Result<usize>) {
+        self.cache
+            .complete(op.file.id, op.first_page, &op.slots, op.expected, &result);
+        if result.is_err() {
+            self.counters.io_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        let now = Instant::now();
+        let left = self.in_flight.fetch_sub(1, Ordering::AcqRel) - 1;
+        let mut m = self.meter.lock().unwrap_or_else(|p| p.into_inner());
+        let bytes = *result.as_ref().unwrap_or(&0) as u64;
+        m.bytes += bytes;
+        let mut bw = None;
+        if left == 0 {
+            if let Some(since) = m.busy_since.take() {
+                m.busy += now - since;
+            }
+        }
+        let busy = m.busy + m.busy_since.map_or(Duration::ZERO, |s| now - s);
+        if busy >= Duration::from_millis(50) && m.bytes >= 8 << 20 {
+            bw = Some((m.bytes as f64 / busy.as_secs_f64()) as u64);
+            m.bytes = 0;
+            m.busy = Duration::ZERO;
+            if m.busy_since.is_some() {
+                m.busy_since = Some(now);
+            }
+        }
+        // Latency from requests that found the device idle, less their transfer time.
+        let latency = (op.queued_behind == 0 && bytes > 0).then(|| {
+            let total = (now - op.submitted).as_nanos() as u64;
+            let transfer = bytes * 1_000_000_000 / m.estimate.bytes_per_sec.max(1);
+            total.saturating_sub(transfer).max(1_000)
+        });
+        m.update(latency, bw);
+    }
+}
+
+/// Files the engine has opened, by identity, so that opens of one file share its pages.
+#[derive(Default)]
+struct Registry {
+    live: FxHashMap<(u64, u64), Weak<FileData>>,
+    /// The id each file's pages were cached under, and the identity they were read with.
+    ids: FxHashMap<(u64, u64), (u32, Identity)>,
+    next_id: u32,
+}
+
+struct Inner {
+    core: Arc<Core>,
+    backend: Box<dyn Backend>,
+    config: EngineBuilder,
+    files: Mutex<Registry>,
+    open_handles: AtomicU64,
+    fallbacks: Mutex<Vec<String>>,
+}
+
+impl Inner {
+    /// Start the I/O `io` asks for on `file` (the driver's side of `RaContext::start_io`):
+    /// clip at the end of the file, skip cached pages, one request per run of absent pages of
+    /// at most `io_max` pages. Ahead reads give up where the cache has no room; synchronous ones
+    /// wait for it. Returns pages newly brought in; `refaults` counts pages read again after
+    /// being evicted unused.
+    fn start_io(
+        &self,
+        file: &Arc<FileData>,
+        io_max: u64,
+        io: IoRequest,
+        refaults: &mut u64,
+    ) -> u64 {
+        let cache = &self.core.cache;
+        let end = io.start_page.saturating_add(io.pages).min(file.pages());
+        let io_max = io_max.min(cache.slots() as u64 / 4).max(1);
+        let sync = io.kind == IoKind::Sync;
+        let mut p = io.start_page;
+        let mut brought = 0;
+        while p < end {
+            p = cache.next_miss(file.id, p, end);
+            if p >= end {
+                break;
+            }
+            let (claimed, refault) = cache.claim_run(file.id, p, (end - p).min(io_max));
+            if claimed == 0 {
+                continue; // another reader claimed it first
+            }
+            *refaults += refault;
+            let slots = cache.alloc(file.id, p, claimed as usize, sync);
+            let n = slots.len() as u64;
+            if n < claimed {
+                cache.unclaim(file.id, p + n, p + claimed);
+            }
+            if n == 0 {
+                break; // no room for reading ahead now
+            }
+            if let Some(m) = io.marker_page.filter(|&m| m >= p && m < p + n) {
+                cache.set_marker((file.id, m));
+            }
+            self.submit(file, p, slots, io.kind);
+            brought += n;
+            p += n;
+        }
+        brought
+    }
+
+    fn submit(&self, file: &Arc<FileData>, first: u64, slots: Vec<u32>, kind: IoKind) {
+        let arena = self.core.cache.arena();
+        let mut iov: Vec<libc::iovec> = Vec::with_capacity(1);
+        let mut prev: Option<u32> = None;
+        for &s in &slots {
+            match (prev, iov.last_mut()) {
+                (Some(q), Some(last)) if s == q + 1 => last.iov_len += PAGE,
+                _ => iov.push(libc::iovec {
+                    iov_base: arena.slot_ptr(s).cast(),
+                    iov_len: PAGE,
+                }),
+            }
+            prev = Some(s);
+        }
+        let pages = slots.len() as u64;
+        let c = &self.core.counters;
+        c.requests.fetch_add(1, Ordering::Relaxed);
+        c.pages_read.fetch_add(pages, Ordering::Relaxed);
+        match kind {
+            IoKind::Sync => c.sync_requests.fetch_add(1, Ordering::Relaxed),
+            IoKind::Ahead => c.ahead_requests.fetch_add(1, Ordering::Relaxed),
+        };
+        let queued_behind = self.core.in_flight.fetch_add(1, Ordering::AcqRel);
+        let now = Instant::now();
+        if queued_behind == 0 {
+            let mut m = self.core.meter.lock().unwrap_or_else(|p| p.into_inner());
+            m.busy_since.get_or_insert(now);
+        }
+        let op = Box::new(ReadOp {
+            file: file.clone(),
+            first_page: first,
+            expected: file
+                .size
+                .saturating_sub(first * PAGE_SIZE)
+                .min(pages * PAGE_SIZE),
+            slots,
+            submitted: now,
+            queued_behind,
+            iov,
+        });
+        self.backend.submit(op);
+    }
+
+    fn note_fallback(&self, why: String) {
+        let mut f = self.fallbacks.lock().unwrap_or_else(|p| p.into_inner());
+        if !f.contains(&why) && f.len() < 64 {
+            f.push(why);
+        }
+    }
+}
+
+/// The engine: a cache under one memory budget, an I/O backend, and the files opened through
+/// it. Cheap to clone (a handle); dropped with its last clone and last open file.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+impl Engine {
+    /// Settings, starting from the defaults (256 MiB, `adaptive`, io_uring if it works).
+    pub fn builder() -> EngineBuilder {
+        EngineBuilder::default()
+    }
+
+    /// An engine with the default settings.
+    pub fn new() -> io::Result<Engine> {
+        Engine::builder().build()
+    }
+
+    /// Open `path` for reading. Two opens of one file (same device, inode, size and
+    /// modification time) share its cached pages; each open has its own policy state.
+    pub fn open(&self, path: impl AsRef<Path>) -> io::Result<File> {
+        self.open_with_policy(path, &self.inner.config.policy)
+    }
+
+    /// Open `path` with a policy other than the engine's.
+    pub fn open_with_policy(&self, path: impl AsRef<Path>, policy_name: &str) -> io::Result<File> {
+        let path = path.as_ref();
+        let inner = &self.inner;
+        let opened = file::open(path, inner.config.direct)?;
+        if let Some(why) = &opened.buffered_because {
+            inner.note_fallback(format!(
+                "{}: buffered reads with POSIX_FADV_RANDOM: {why}",
+                path.display()
+            ));
+        }
+        let key = (opened.identity.dev, opened.identity.ino);
+        let data = {
+            let mut reg = inner.files.lock().unwrap_or_else(|p| p.into_inner());
+            let live = reg.live.get(&key).and_then(Weak::upgrade).filter(|d| {
+                reg.ids
+                    .get(&key)
+                    .is_some_and(|(_, id)| *id == opened.identity)
+                    && d.direct == opened.direct
+            });
+            match live {
+                Some(d) => d,
+                None => {
+                    let id = match reg.ids.get(&key) {
+                        Some(&(id, ident)) if ident == opened.identity => id,
+                        _ => {
+                            if reg.next_id >= 1 << 24 {
+                                return Err(io::Error::other(
+                                    "this engine has opened 16 M distinct files; start a new engine",
+                                ));
+                            }
+                            reg.next_id += 1;
+                            reg.next_id
+                        }
+                    };
+                    reg.ids.insert(key, (id, opened.identity));
+                    let (ra, io) = crate::kernel::capture::device_limits(path);
+                    let d = Arc::new(FileData {
+                        id,
+                        fd: opened.fd,
+                        path: path.to_path_buf(),
+                        size: opened.identity.size,
+                        direct: opened.direct,
+                        read_ahead_kb: ra,
+                        max_sectors_kb: io,
+                    });
+                    reg.live.insert(key, Arc::downgrade(&d));
+                    d
+                }
+            }
+        };
+        let config = self.policy_config(&data);
+        let mut policy = policy::by_name(policy_name, config)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let (estimate, version) = {
+            let m = inner.core.meter.lock().unwrap_or_else(|p| p.into_inner());
+            (m.estimate, m.version)
+        };
+        policy.on_device(estimate);
+        inner.open_handles.fetch_add(1, Ordering::Relaxed);
+        Ok(File {
+            engine: inner.clone(),
+            data,
+            io_max: config.io_max_pages,
+            state: Mutex::new(PolicyState {
+                policy,
+                device_version: version,
+                congested: false,
+            }),
+            pos: AtomicU64::new(0),
+        })
+    }
+
+    /// The policy settings for a file on this engine: windows sized for its device.
+    fn policy_config(&self, data: &FileData) -> PolicyConfig {
+        let c = &self.inner.config;
+        let quarter = (self.inner.core.cache.slots() as u64 / 4).max(1);
+        let io_max = c
+            .io_max_kb
+            .or(data.max_sectors_kb)
+            .map_or(256, |kb| kb * 1024 / PAGE_SIZE)
+            .clamp(1, quarter);
+        let ra_max = c
+            .ra_max_kb
+            .map(|kb| kb * 1024 / PAGE_SIZE)
+            .unwrap_or_else(|| {
+                let device = data.read_ahead_kb.map_or(0, |kb| kb * 1024 / PAGE_SIZE);
+                device.max(2 * io_max).max(256)
+            })
+            .clamp(1, quarter);
+        PolicyConfig {
+            ra_max_pages: ra_max,
+            io_max_pages: io_max,
+            fixed_pages: ra_max,
+            folio_max_order: 0,
+        }
+    }
+
+    /// What the engine has done so far.
+    pub fn stats(&self) -> Stats {
+        let inner = &self.inner;
+        let c = &inner.core.counters;
+        let k = &inner.core.cache.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let requests = get(&c.requests);
+        let pages_read = get(&c.pages_read);
+        Stats {
+            backend: inner.backend.name(),
+            fallbacks: inner
+                .fallbacks
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+            policy: inner.config.policy.clone(),
+            budget_bytes: inner.core.cache.slots() as u64 * PAGE_SIZE,
+            reads: get(&c.reads),
+            bytes_returned: get(&c.bytes_returned),
+            hit_pages: get(&c.hit_pages),
+            miss_pages: get(&c.miss_pages),
+            pages_read,
+            wasted_pages: get(&k.wasted_pages),
+            thrashed_pages: get(&k.thrashed_pages),
+            requests,
+            sync_requests: get(&c.sync_requests),
+            ahead_requests: get(&c.ahead_requests),
+            avg_request_pages: if requests == 0 {
+                0.0
+            } else {
+                pages_read as f64 / requests as f64
+            },
+            stall_ms: get(&c.stall_ns) as f64 / 1e6,
+            io_errors: get(&c.io_errors),
+            resident_pages: inner.core.cache.resident_pages() as u64,
+        }
+    }
+
+    /// The device estimate the policies are given now (measured as reads complete).
+    pub fn device_estimate(&self) -> DeviceEstimate {
+        self.inner
+            .core
+            .meter
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .estimate
+    }
+}
+
+struct PolicyState {
+    policy: Box<dyn Policy>,
+    device_version: u64,
+    congested: bool,
+}
+
+/// A file opened through an [`Engine`]. [`File::read_at`] may be called from many threads at
+/// once; `Read` and `Seek` use the file's own position, like `std::fs::File`.
+pub struct File {
+    engine: Arc<Inner>,
+    data: Arc<FileData>,
+    io_max: u64,
+    state: Mutex<PolicyState>,
+    pos: AtomicU64,
+}
+
+/// The driver's side of [`RaContext`] for one call into a file's policy.
+struct EngineCtx<'a> {
+    engine: &'a Inner,
+    file: &'a Arc<FileData>,
+    io_max: u64,
+    budget: u64,
+    refaults: u64,
+}
+
+impl RaContext for EngineCtx<'_> {
+    fn file_pages(&self) -> u64 {
+        self.file.pages()
+    }
+
+    fn is_cached(&self, page: u64) -> bool {
+        page < self.file.pages() && self.engine.core.cache.is_cached((self.file.id, page))
+    }
+
+    fn has_marker(&self, page: u64) -> bool {
+        self.engine.core.cache.has_marker((self.file.id, page))
+    }
+
+    fn clear_marker(&mut self, page: u64) {
+        self.engine.core.cache.clear_marker((self.file.id, page));
+    }
+
+    fn start_io(&mut self, io: IoRequest) -> u64 {
+        self.engine
+            .start_io(self.file, self.io_max, io, &mut self.refaults)
+    }
+
+    fn next_miss(&self, index: u64, max_scan: u64) -> u64 {
+        let end = index.saturating_add(max_scan);
+        self.engine
+            .core
+            .cache
+            .next_miss(self.file.id, index, end.min(self.file.pages()))
+    }
+
+    fn readahead_budget(&self) -> u64 {
+        let open = self.engine.open_handles.load(Ordering::Relaxed).max(1);
+        self.engine.core.cache.slots() as u64 / 2 / open
+    }
+}
+
+impl File {
+    /// Size of the file in bytes, when it was opened.
+    pub fn len(&self) -> u64 {
+        self.data.size
+    }
+
+    /// Whether the file was empty when opened.
+    pub fn is_empty(&self) -> bool {
+        self.data.size == 0
+    }
+
+    /// The path it was opened with.
+    pub fn path(&self) -> &Path {
+        &self.data.path
+    }
+
+    /// Whether it is read with `O_DIRECT` (false: buffered, see [`Stats::fallbacks`]).
+    pub fn is_direct(&self) -> bool {
+        self.data.direct
+    }
+
+    /// The engine's statistics.
+    pub fn engine_stats(&self) -> Stats {
+        Engine {
+            inner: self.engine.clone(),
+        }
+        .stats()
+    }
+
+    fn ctx(&self) -> EngineCtx<'_> {
+        EngineCtx {
+            engine: &self.engine,
+            file: &self.data,
+            io_max: self.io_max,
+            budget: 0,
+            refaults: 0,
+        }
+    }
+
+    fn with_policy(&self, f: impl FnOnce(&mut dyn Policy, &mut EngineCtx<'_>)) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let core = &self.engine.core;
+        {
+            let m = core.meter.lock().unwrap_or_else(|p| p.into_inner());
+            if m.version != st.device_version {
+                st.device_version = m.version;
+                let e = m.estimate;
+                drop(m);
+                st.policy.on_device(e);
+            }
+        }
+        let in_flight = core.in_flight.load(Ordering::Relaxed);
+        if !st.congested && in_flight >= CONGESTED {
+            st.congested = true;
+            st.policy.on_congestion(true);
+        } else if st.congested && in_flight < CONGESTED / 2 {
+            st.congested = false;
+            st.policy.on_congestion(false);
+        }
+        let mut ctx = self.ctx();
+        ctx.budget = ctx.readahead_budget();
+        f(st.policy.as_mut(), &mut ctx);
+        if ctx.refaults > 0 {
+            core.cache
+                .counters
+                .thrashed_pages
+                .fetch_add(ctx.refaults, Ordering::Relaxed);
+            st.policy.on_thrashed(ctx.refaults);
+        }
+    }
+
+    /// Read up to `buf.len()` bytes at `offset`, as `pread(2)` does: fewer only at the end of
+    /// the file (0 at or past it). Errors are the system's, from the read that met them.
+    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let size = self.data.size;
+        if buf.is_empty() || offset >= size {
+            return Ok(0);
+        }
+        let len = (buf.len() as u64).min(size - offset);
+        let read = AppRead {
+            offset: Bytes(offset),
+            len: Bytes(len),
+        };
+        let (first, end) = (read.first_page(), read.end_page());
+        self.with_policy(|p, ctx| p.on_read(read, ctx));
+
+        let cache = &self.engine.core.cache;
+        let id = self.data.id;
+        let len = len as usize;
+        let mut done = 0usize;
+        let mut page = first;
+        let (mut hits, mut misses) = (0u64, 0u64);
+        let mut stall = Duration::ZERO;
+        let mut attempts = 0u32;
+        let mut retried_failure = false;
+        let mut result = Ok(());
+        while page < end && done < len {
+            let from = if page == first {
+                (offset % PAGE_SIZE) as usize
+            } else {
+                0
+            };
+            let want = (PAGE - from).min(len - done);
+            let dst = &mut buf[done..done + want];
+            let t = Instant::now();
+            match cache.read_page((id, page), from, dst, true) {
+                Lookup::Copied { n, whole, waited } => {
+                    if waited {
+                        stall += t.elapsed();
+                        misses += 1;
+                    } else if attempts > 0 {
+                        misses += 1;
+                    } else {
+                        hits += 1;
+                    }
+                    done += n;
+                    attempts = 0;
+                    page += 1;
+                    if !whole {
+                        break; // the file ends in this page
+                    }
+                }
+                Lookup::Absent if attempts < ATTEMPTS => {
+                    attempts += 1;
+                    let t = Instant::now();
+                    let mut refaults = 0;
+                    self.engine.start_io(
+                        &self.data,
+                        self.io_max,
+                        IoRequest::sync(page, end - page),
+                        &mut refaults,
+                    );
+                    if !self.engine.backend.is_async() {
+                        stall += t.elapsed();
+                    }
+                    if refaults > 0 {
+                        cache
+                            .counters
+                            .thrashed_pages
+                            .fetch_add(refaults, Ordering::Relaxed);
+                    }
+                }
+                Lookup::Absent => {
+                    // Read and lost again and again: read this page past the cache.
+                    misses += 1;
+                    match self.pread_page(page, from, dst) {
+                        Ok(n) => {
+                            done += n;
+                            attempts = 0;
+                            page += 1;
+                            if n < want {
+                                break;
+                            }
+                        }
+                        Err(e) => {
+                            result = Err(e);
+                            break;
+                        }
+                    }
+                }
+                Lookup::Failed(f) if !retried_failure => {
+                    // It may have been an ahead read that failed: try this page once more,
+                    // for this reader.
+                    retried_failure = true;
+                    let mut refaults = 0;
+                    self.engine.start_io(
+                        &self.data,
+                        self.io_max,
+                        IoRequest::sync(page, 1),
+                        &mut refaults,
+                    );
+                    drop(f);
+                }
+                Lookup::Failed(f) => {
+                    result = Err(f.error());
+                    break;
+                }
+            }
+        }
+        let c = &self.engine.core.counters;
+        c.reads.fetch_add(1, Ordering::Relaxed);
+        c.bytes_returned.fetch_add(done as u64, Ordering::Relaxed);
+        if hits > 0 {
+            c.hit_pages.fetch_add(hits, Ordering::Relaxed);
+        }
+        if misses > 0 {
+            c.miss_pages.fetch_add(misses, Ordering::Relaxed);
+        }
+        if !stall.is_zero() {
+            c.stall_ns
+                .fetch_add(stall.as_nanos() as u64, Ordering::Relaxed);
+        }
+        match result {
+            Err(e) if done == 0 => Err(e),
+            _ => Ok(done),
+        }
+    }
+
+    /// Read one page's bytes from `from` straight from the file, past the cache.
+    fn pread_page(&self, page: u64, from: usize, dst: &mut [u8]) -> io::Result<usize> {
+        let layout = std::alloc::Layout::from_size_align(PAGE, PAGE).expect("page layout");
+        // SAFETY: a non-zero-sized layout; freed below with the same layout.
+        let tmp = unsafe { std::alloc::alloc(layout) };
+        if tmp.is_null() {
+            return Err(io::Error::from(io::ErrorKind::OutOfMemory));
+        }
+        let n = loop {
+            // SAFETY: `tmp` is a page-aligned buffer of one page, valid for writes.
+            let n = unsafe {
+                libc::pread(
+                    std::os::fd::AsRawFd::as_raw_fd(&self.data.fd),
+                    tmp.cast(),
+                    PAGE,
+                    (page * PAGE_SIZE) as libc::off_t,
+                )
+            };
+            if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            break n;
+        };
+        let result = if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            let got = (n as usize).saturating_sub(from).min(dst.len());
+            // SAFETY: `from + got <= n <= PAGE` bytes of `tmp` were written by pread.
+            unsafe { std::ptr::copy_nonoverlapping(tmp.add(from), dst.as_mut_ptr(), got) };
+            Ok(got)
+        };
+        // SAFETY: allocated above with this layout.
+        unsafe { std::alloc::dealloc(tmp, layout) };
+        result
+    }
+
+    /// Pass advice to the file's policy (and, for don't-need, drop the range's pages).
+    pub fn advise(&self, advice: Advice) -> io::Result<()> {
+        let pages = |offset: u64, len: u64| -> (u64, u64) {
+            let (s, e) = Bytes::page_span(Bytes(offset), Bytes(len.max(1)));
+            (s, e - s)
+        };
+        let hint = match advice {
+            Advice::Normal => Hint::Normal,
+            Advice::Sequential => Hint::Sequential,
+            Advice::Random => Hint::Random,
+            Advice::WillNeed { offset, len } => {
+                let (start_page, pages) = pages(offset, len);
+                Hint::WillNeed { start_page, pages }
+            }
+            Advice::DontNeed { offset, len } => {
+                // Only whole pages are dropped, as the kernel does.
+                let start = offset.div_ceil(PAGE_SIZE);
+                let end = offset.saturating_add(len) / PAGE_SIZE;
+                if end > start {
+                    self.engine.core.cache.drop_range(self.data.id, start, end);
+                }
+                Hint::DontNeed {
+                    start_page: start,
+                    pages: end.saturating_sub(start),
+                }
+            }
+            Advice::Limit { end } => Hint::Limit {
+                end_page: end.div_ceil(PAGE_SIZE),
+            },
+        };
+        self.with_policy(|p, ctx| p.on_hint(hint, ctx));
+        Ok(())
+    }
+}
+
+impl Drop for File {
+    fn drop(&mut self) {
+        self.engine.open_handles.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Read for File {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&*self).read(buf)
+    }
+}
+
+impl Read for &File {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let pos = self.pos.load(Ordering::Relaxed);
+        let n = self.read_at(buf, pos)?;
+        self.pos.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+impl Seek for File {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        (&*self).seek(to)
+    }
+}
+
+impl Seek for &File {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        let cur = self.pos.load(Ordering::Relaxed);
+        let new = match to {
+            SeekFrom::Start(p) => Some(p),
+            SeekFrom::End(d) => self.data.size.checked_add_signed(d),
+            SeekFrom::Current(d) => cur.checked_add_signed(d),
+        }
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "seek to a negative or overflowing position",
+            )
+        })?;
+        self.pos.store(new, Ordering::Relaxed);
+        Ok(new)
+    }
+}

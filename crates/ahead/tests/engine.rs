@@ -1,0 +1,374 @@
+//! The engine on real files: every byte equals what pread(2) returns, for every backend and
+//! policy, from many threads, under a budget small enough to evict; bad input gets the right
+//! error or fallback; the budget holds.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ahead::engine::{Advice, BackendChoice, Engine};
+use proptest::prelude::*;
+
+fn dir() -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("engine-tests");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A file of `size` bytes whose every 8-byte word says where it is (so a wrong offset shows).
+fn make_file(name: &str, size: u64) -> PathBuf {
+    let path = dir().join(name);
+    if std::fs::metadata(&path).map(|m| m.len()).ok() == Some(size) {
+        return path;
+    }
+    let mut data = Vec::with_capacity(size as usize);
+    let mut w = 0u64;
+    while (data.len() as u64) < size {
+        data.extend_from_slice(&(w.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ w).to_le_bytes());
+        w += 1;
+    }
+    data.truncate(size as usize);
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, &data).unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
+    path
+}
+
+fn engine(backend: BackendChoice, policy: &str, budget: u64) -> Engine {
+    Engine::builder()
+        .backend(backend)
+        .policy(policy)
+        .budget(budget)
+        .threads(8)
+        .build()
+        .unwrap()
+}
+
+const BACKENDS: [BackendChoice; 3] = [
+    BackendChoice::Uring,
+    BackendChoice::Threads,
+    BackendChoice::Sync,
+];
+
+/// Compare one read through the engine with pread of the same range.
+fn check_read(file: &ahead::engine::File, reference: &std::fs::File, offset: u64, len: usize) {
+    let mut got = vec![0xAAu8; len];
+    let mut want = vec![0x55u8; len];
+    let n = file.read_at(&mut got, offset).unwrap();
+    let mut m = 0;
+    while m < len {
+        let k = reference
+            .read_at(&mut want[m..], offset + m as u64)
+            .unwrap();
+        if k == 0 {
+            break;
+        }
+        m += k;
+    }
+    assert_eq!(n, m, "bytes returned at offset {offset}, len {len}");
+    assert!(
+        got[..n] == want[..m],
+        "bytes differ at offset {offset}, len {len}"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Random reads from 1-16 threads, sizes that are not page multiples, reads past the end,
+    /// a 1 MiB budget (so pages are evicted and read again), every backend, several policies.
+    #[test]
+    fn every_byte_equals_pread(
+        size in prop_oneof![Just(0u64), 1u64..5000, 5000u64..3_000_000],
+        backend in 0usize..3,
+        policy in prop::sample::select(vec!["adaptive", "linux-ondemand", "none", "fixed", "pratt"]),
+        threads in 1usize..=16,
+        seed in any::<u64>(),
+    ) {
+        let path = make_file(&format!("prop-{size}"), size);
+        let engine = engine(BACKENDS[backend], policy, 1 << 20);
+        let file = Arc::new(engine.open(&path).unwrap());
+        let reference = Arc::new(std::fs::File::open(&path).unwrap());
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let (file, reference) = (file.clone(), reference.clone());
+                s.spawn(move || {
+                    let mut rng = seed ^ (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                    let mut next = move || {
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        rng
+                    };
+                    let mut offset = next() % (size + 10_000);
+                    for _ in 0..40 {
+                        let len = match next() % 4 {
+                            0 => (next() % 300_000) as usize,
+                            1 => 4096,
+                            2 => (next() % 5000) as usize,
+                            _ => 1,
+                        };
+                        check_read(&file, &reference, offset, len);
+                        // Mostly sequential runs, some jumps (forward, backward, past the end).
+                        offset = if next() % 4 == 0 {
+                            next() % (size + 10_000)
+                        } else {
+                            offset + len as u64
+                        };
+                    }
+                });
+            }
+        });
+        let stats = engine.stats();
+        prop_assert_eq!(stats.io_errors, 0);
+        prop_assert!(stats.resident_pages <= 256, "{:?}", stats);
+    }
+}
+
+#[test]
+fn a_whole_file_read_in_odd_pieces_is_the_file() {
+    let size = 9 * 1024 * 1024 + 123;
+    let path = make_file("whole", size);
+    let want = std::fs::read(&path).unwrap();
+    for backend in BACKENDS {
+        for policy in ["adaptive", "linux-ondemand", "none"] {
+            let engine = engine(backend, policy, 2 << 20);
+            let mut file = engine.open(&path).unwrap();
+            let mut got = Vec::new();
+            let mut buf = vec![0u8; 12_345];
+            loop {
+                let n = file.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+            }
+            assert!(got == want, "{backend:?} {policy}");
+            // Backward, with Seek.
+            file.seek(SeekFrom::End(-5000)).unwrap();
+            let mut tail = vec![0u8; 6000];
+            assert_eq!(file.read(&mut tail).unwrap(), 5000);
+            assert!(tail[..5000] == want[want.len() - 5000..]);
+        }
+    }
+}
+
+#[test]
+fn sequential_reads_are_read_ahead_in_large_requests() {
+    let path = make_file("seq-8m", 8 << 20);
+    for backend in [BackendChoice::Uring, BackendChoice::Threads] {
+        let engine = engine(backend, "adaptive", 64 << 20);
+        let file = engine.open(&path).unwrap();
+        let mut buf = vec![0u8; 4096];
+        for i in 0..2048u64 {
+            assert_eq!(file.read_at(&mut buf, i * 4096).unwrap(), 4096);
+        }
+        let s = engine.stats();
+        assert_eq!(s.pages_read, 2048, "{s:?}");
+        // 2048 pages in 4 KiB reads: far fewer requests than reads, nearly all ahead.
+        assert!(s.requests <= 40, "{s:?}");
+        assert!(s.sync_requests <= 2, "{s:?}");
+        assert_eq!(
+            s.backend,
+            if backend == BackendChoice::Uring {
+                "uring"
+            } else {
+                "threads"
+            }
+        );
+    }
+}
+
+#[test]
+fn two_opens_of_one_file_share_its_pages() {
+    let path = make_file("shared-1m", 1 << 20);
+    let engine = engine(BackendChoice::Auto, "none", 16 << 20);
+    let a = engine.open(&path).unwrap();
+    let b = engine.open(&path).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    assert_eq!(a.read_at(&mut buf, 0).unwrap(), 1 << 20);
+    let before = engine.stats();
+    assert_eq!(b.read_at(&mut buf, 0).unwrap(), 1 << 20);
+    let after = engine.stats();
+    assert_eq!(
+        after.pages_read, before.pages_read,
+        "the second open read nothing"
+    );
+    assert_eq!(after.hit_pages - before.hit_pages, 256);
+    // And a later open too, after both closed (same size and mtime: same pages).
+    drop((a, b));
+    let c = engine.open(&path).unwrap();
+    assert_eq!(c.read_at(&mut buf, 0).unwrap(), 1 << 20);
+    assert_eq!(engine.stats().pages_read, before.pages_read);
+}
+
+#[test]
+fn random_reads_with_policy_none_read_exactly_what_is_asked() {
+    let path = make_file("rand-16m", 16 << 20);
+    let engine = engine(BackendChoice::Auto, "none", 64 << 20);
+    let file = engine.open(&path).unwrap();
+    let mut buf = vec![0u8; 4096];
+    for i in 0..500u64 {
+        let page = (i * 7919) % 4096;
+        file.read_at(&mut buf, page * 4096).unwrap();
+    }
+    let s = engine.stats();
+    assert_eq!(s.requests, s.pages_read);
+    assert_eq!(s.ahead_requests, 0);
+}
+
+#[test]
+fn the_budget_is_never_exceeded_by_the_cache() {
+    let path = make_file("budget-24m", 24 << 20);
+    let engine = engine(BackendChoice::Auto, "adaptive", 1 << 20);
+    let file = engine.open(&path).unwrap();
+    let mut buf = vec![0u8; 64 << 10];
+    let mut off = 0;
+    while off < 24 << 20 {
+        off += file.read_at(&mut buf, off).unwrap() as u64;
+        assert!(engine.stats().resident_pages <= 256);
+    }
+}
+
+#[test]
+fn will_need_reads_a_range_and_dont_need_drops_it() {
+    let path = make_file("advice-4m", 4 << 20);
+    let engine = engine(BackendChoice::Auto, "adaptive", 16 << 20);
+    let file = engine.open(&path).unwrap();
+    file.advise(Advice::WillNeed {
+        offset: 1 << 20,
+        len: 1 << 20,
+    })
+    .unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    assert_eq!(file.read_at(&mut buf, 1 << 20).unwrap(), 1 << 20);
+    let s = engine.stats();
+    assert_eq!(s.pages_read, 256, "{s:?}");
+    assert_eq!(s.sync_requests, 0, "{s:?}");
+    file.advise(Advice::DontNeed {
+        offset: 1 << 20,
+        len: 1 << 20,
+    })
+    .unwrap();
+    assert_eq!(engine.stats().resident_pages, 0);
+    let reference = std::fs::File::open(&path).unwrap();
+    check_read(&file, &reference, 1 << 20, 1 << 20);
+}
+
+#[test]
+fn bad_paths_get_clear_errors() {
+    let engine = Engine::new().unwrap();
+    let e = engine.open("/nonexistent/ahead-test").err().unwrap();
+    assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+    assert!(e.to_string().contains("/nonexistent/ahead-test"), "{e}");
+    let e = engine.open(dir()).err().unwrap();
+    assert!(e.to_string().contains("Is a directory"), "{e}");
+    let fifo = dir().join("fifo");
+    let _ = std::fs::remove_file(&fifo);
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let e = engine.open(&fifo).err().unwrap();
+    assert!(e.to_string().contains("not a regular file"), "{e}");
+}
+
+#[test]
+fn an_empty_file_reads_as_empty() {
+    let path = make_file("empty", 0);
+    for backend in BACKENDS {
+        let engine = engine(backend, "adaptive", 1 << 20);
+        let mut file = engine.open(&path).unwrap();
+        let mut buf = [0u8; 100];
+        assert_eq!(file.read_at(&mut buf, 0).unwrap(), 0);
+        assert_eq!(file.read(&mut buf).unwrap(), 0);
+        assert_eq!(engine.stats().requests, 0);
+    }
+}
+
+#[test]
+fn without_io_uring_the_engine_falls_back_to_threads_and_says_why() {
+    let path = make_file("fallback-1m", 1 << 20);
+    let engine = Engine::builder().without_io_uring().build().unwrap();
+    let s = engine.stats();
+    assert_eq!(s.backend, "threads");
+    assert!(
+        s.fallbacks
+            .iter()
+            .any(|f| f.contains("io_uring unavailable")),
+        "{s:?}"
+    );
+    let file = engine.open(&path).unwrap();
+    let reference = std::fs::File::open(&path).unwrap();
+    check_read(&file, &reference, 0, 1 << 20);
+}
+
+/// A filesystem that refuses O_DIRECT: ramfs (tmpfs takes O_DIRECT since Linux 6.6). Needs
+/// root to mount; skipped with a message otherwise.
+#[test]
+fn a_filesystem_without_o_direct_is_read_buffered_and_says_so() {
+    let mnt = dir().join("ramfs");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let status = std::process::Command::new("mount")
+        .args(["-t", "ramfs", "ramfs"])
+        .arg(&mnt)
+        .stderr(std::process::Stdio::null())
+        .status();
+    if !status.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: cannot mount ramfs here (needs root)");
+        return;
+    }
+    let path = mnt.join("f");
+    std::fs::write(&path, vec![7u8; 10_000]).unwrap();
+    let result = std::panic::catch_unwind(|| {
+        let engine = Engine::new().unwrap();
+        let file = engine.open(&path).unwrap();
+        assert!(!file.is_direct());
+        let mut buf = vec![0u8; 20_000];
+        assert_eq!(file.read_at(&mut buf, 0).unwrap(), 10_000);
+        assert!(buf[..10_000].iter().all(|&b| b == 7));
+        let s = engine.stats();
+        assert!(
+            s.fallbacks.iter().any(|f| f.contains("O_DIRECT refused")),
+            "{s:?}"
+        );
+    });
+    let _ = std::process::Command::new("umount").arg(&mnt).status();
+    result.unwrap();
+}
+
+#[test]
+fn tmpfs_files_read_correctly_whichever_way_they_are_opened() {
+    let Ok(dir) = tempdir_in("/dev/shm") else {
+        eprintln!("skipped: no /dev/shm");
+        return;
+    };
+    let path = dir.join("f");
+    let data: Vec<u8> = (0..50_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    let engine = Engine::new().unwrap();
+    let file = engine.open(&path).unwrap();
+    let mut buf = vec![0u8; 60_000];
+    assert_eq!(file.read_at(&mut buf, 0).unwrap(), 50_000);
+    assert!(buf[..50_000] == data[..]);
+    let s = engine.stats();
+    // Either O_DIRECT (Linux 6.6+ tmpfs) or the fallback, and then it says so.
+    assert!(file.is_direct() || s.fallbacks.iter().any(|f| f.contains("buffered")));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn tempdir_in(base: &str) -> std::io::Result<PathBuf> {
+    let d = Path::new(base).join(format!("ahead-test-{}", std::process::id()));
+    std::fs::create_dir_all(&d)?;
+    Ok(d)
+}
+
+#[test]
+fn an_unknown_policy_or_a_tiny_budget_is_refused_at_build() {
+    let e = Engine::builder().policy("nope").build().err().unwrap();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    let e = Engine::builder().policy("oracle").build().err().unwrap();
+    assert!(e.to_string().contains("oracle"), "{e}");
+    let e = Engine::builder().budget(4096).build().err().unwrap();
+    assert!(e.to_string().contains("too small"), "{e}");
+}
