@@ -28,6 +28,7 @@ mod cache;
 mod file;
 
 use std::io::{self, Read, Seek, SeekFrom};
+use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -194,6 +195,7 @@ impl EngineBuilder {
             })?,
             counters: Counters::default(),
             meter: Mutex::new(Meter::new()),
+            meter_version: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
         });
         let completer: Arc<dyn Completer> = core.clone();
@@ -412,6 +414,8 @@ struct Core {
     cache: Cache,
     counters: Counters,
     meter: Mutex<Meter>,
+    /// The meter's version, readable without its lock (checked on every read).
+    meter_version: AtomicU64,
     in_flight: AtomicUsize,
 }
 
@@ -424,7 +428,16 @@ impl Completer for Core {
         }
         let now = Instant::now();
         let left = self.in_flight.fetch_sub(1, Ordering::AcqRel) - 1;
-        let mut m = self.meter.lock().unwrap_or_else(|p| p.into_inner());
+        // A measurement may be skipped while busy (a reader must not queue behind one), but
+        // not the end of a busy period, which the bandwidth is measured over.
+        let mut m = if left == 0 {
+            self.meter.lock().unwrap_or_else(|p| p.into_inner())
+        } else {
+            match self.meter.try_lock() {
+                Ok(m) => m,
+                Err(_) => return,
+            }
+        };
         let bytes = *result.as_ref().unwrap_or(&0) as u64;
         m.bytes += bytes;
         let mut bw = None;
@@ -449,6 +462,7 @@ impl Completer for Core {
             total.saturating_sub(transfer).max(1_000)
         });
         m.update(latency, bw);
+        self.meter_version.store(m.version, Ordering::Release);
     }
 }
 
@@ -475,13 +489,15 @@ impl Inner {
     /// clip at the end of the file, skip cached pages, one request per run of absent pages of
     /// at most `io_max` pages. Ahead reads give up where the cache has no room; synchronous ones
     /// wait for it. Returns pages newly brought in; `refaults` counts pages read again after
-    /// being evicted unused.
+    /// being evicted unused. The requests are added to `out`, for [`Inner::submit`] once no lock
+    /// is held (a policy's lock must not be held across a `sync` backend's read).
     fn start_io(
         &self,
         file: &Arc<FileData>,
         io_max: u64,
         io: IoRequest,
         refaults: &mut u64,
+        out: &mut Vec<Box<ReadOp>>,
     ) -> u64 {
         let cache = &self.core.cache;
         let end = io.start_page.saturating_add(io.pages).min(file.pages());
@@ -510,14 +526,46 @@ impl Inner {
             if let Some(m) = io.marker_page.filter(|&m| m >= p && m < p + n) {
                 cache.set_marker((file.id, m));
             }
-            self.submit(file, p, slots, io.kind);
+            out.push(self.make_op(file, p, slots, io.kind));
             brought += n;
             p += n;
         }
         brought
     }
 
-    fn submit(&self, file: &Arc<FileData>, first: u64, slots: Vec<u32>, kind: IoKind) {
+    /// Send requests made by [`Inner::start_io`] to the backend.
+    fn submit(&self, ops: &mut Vec<Box<ReadOp>>) {
+        for op in ops.drain(..) {
+            let queued_behind = self.core.in_flight.fetch_add(1, Ordering::AcqRel);
+            let now = Instant::now();
+            if queued_behind == 0 {
+                if let Ok(mut m) = self.core.meter.try_lock() {
+                    m.busy_since.get_or_insert(now);
+                }
+            }
+            let mut op = op;
+            op.submitted = now;
+            op.queued_behind = queued_behind;
+            if op.kind == IoKind::Sync {
+                // A reader waits for this one: it reads it in its own thread, as the kernel
+                // does a synchronous read. Handing it to another thread and back would cost
+                // two context switches for nothing.
+                let result = backend::preadv_full(op.file.fd.as_raw_fd(), &op);
+                self.core.complete(op, result);
+            } else {
+                self.backend.submit(op);
+            }
+        }
+    }
+
+    /// The request for pages `first..` of `file` into `slots`.
+    fn make_op(
+        &self,
+        file: &Arc<FileData>,
+        first: u64,
+        slots: Vec<u32>,
+        kind: IoKind,
+    ) -> Box<ReadOp> {
         let arena = self.core.cache.arena();
         let mut iov: Vec<libc::iovec> = Vec::with_capacity(1);
         let mut prev: Option<u32> = None;
@@ -539,13 +587,7 @@ impl Inner {
             IoKind::Sync => c.sync_requests.fetch_add(1, Ordering::Relaxed),
             IoKind::Ahead => c.ahead_requests.fetch_add(1, Ordering::Relaxed),
         };
-        let queued_behind = self.core.in_flight.fetch_add(1, Ordering::AcqRel);
-        let now = Instant::now();
-        if queued_behind == 0 {
-            let mut m = self.core.meter.lock().unwrap_or_else(|p| p.into_inner());
-            m.busy_since.get_or_insert(now);
-        }
-        let op = Box::new(ReadOp {
+        Box::new(ReadOp {
             file: file.clone(),
             first_page: first,
             expected: file
@@ -553,11 +595,11 @@ impl Inner {
                 .saturating_sub(first * PAGE_SIZE)
                 .min(pages * PAGE_SIZE),
             slots,
-            submitted: now,
-            queued_behind,
+            kind,
+            submitted: Instant::now(),
+            queued_behind: 0,
             iov,
-        });
-        self.backend.submit(op);
+        })
     }
 
     fn note_fallback(&self, why: String) {
@@ -760,8 +802,10 @@ struct EngineCtx<'a> {
     engine: &'a Inner,
     file: &'a Arc<FileData>,
     io_max: u64,
-    budget: u64,
     refaults: u64,
+    ops: Vec<Box<ReadOp>>,
+    /// Pages `[start, end)` the driver has just copied out: cached, no need to look.
+    known_cached: (u64, u64),
 }
 
 impl RaContext for EngineCtx<'_> {
@@ -770,7 +814,9 @@ impl RaContext for EngineCtx<'_> {
     }
 
     fn is_cached(&self, page: u64) -> bool {
-        page < self.file.pages() && self.engine.core.cache.is_cached((self.file.id, page))
+        let (s, e) = self.known_cached;
+        (page >= s && page < e)
+            || page < self.file.pages() && self.engine.core.cache.is_cached((self.file.id, page))
     }
 
     fn has_marker(&self, page: u64) -> bool {
@@ -782,8 +828,13 @@ impl RaContext for EngineCtx<'_> {
     }
 
     fn start_io(&mut self, io: IoRequest) -> u64 {
-        self.engine
-            .start_io(self.file, self.io_max, io, &mut self.refaults)
+        self.engine.start_io(
+            self.file,
+            self.io_max,
+            io,
+            &mut self.refaults,
+            &mut self.ops,
+        )
     }
 
     fn next_miss(&self, index: u64, max_scan: u64) -> u64 {
@@ -834,22 +885,21 @@ impl File {
             engine: &self.engine,
             file: &self.data,
             io_max: self.io_max,
-            budget: 0,
             refaults: 0,
+            ops: Vec::new(),
+            known_cached: (0, 0),
         }
     }
 
     fn with_policy(&self, f: impl FnOnce(&mut dyn Policy, &mut EngineCtx<'_>)) {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let core = &self.engine.core;
-        {
+        if core.meter_version.load(Ordering::Acquire) != st.device_version {
             let m = core.meter.lock().unwrap_or_else(|p| p.into_inner());
-            if m.version != st.device_version {
-                st.device_version = m.version;
-                let e = m.estimate;
-                drop(m);
-                st.policy.on_device(e);
-            }
+            st.device_version = m.version;
+            let e = m.estimate;
+            drop(m);
+            st.policy.on_device(e);
         }
         let in_flight = core.in_flight.load(Ordering::Relaxed);
         if !st.congested && in_flight >= CONGESTED {
@@ -860,7 +910,6 @@ impl File {
             st.policy.on_congestion(false);
         }
         let mut ctx = self.ctx();
-        ctx.budget = ctx.readahead_budget();
         f(st.policy.as_mut(), &mut ctx);
         if ctx.refaults > 0 {
             core.cache
@@ -869,6 +918,8 @@ impl File {
                 .fetch_add(ctx.refaults, Ordering::Relaxed);
             st.policy.on_thrashed(ctx.refaults);
         }
+        drop(st);
+        self.engine.submit(&mut ctx.ops);
     }
 
     /// Read up to `buf.len()` bytes at `offset`, as `pread(2)` does: fewer only at the end of
@@ -884,8 +935,6 @@ impl File {
             len: Bytes(len),
         };
         let (first, end) = (read.first_page(), read.end_page());
-        self.with_policy(|p, ctx| p.on_read(read, ctx));
-
         let cache = &self.engine.core.cache;
         let id = self.data.id;
         let len = len as usize;
@@ -896,6 +945,45 @@ impl File {
         let mut attempts = 0u32;
         let mut retried_failure = false;
         let mut result = Ok(());
+
+        // Hits first: copy while pages are ready, without waiting. A read that is all hits
+        // then shows the policy pages it knows are cached, so it need not look them up again.
+        let mut eof = false;
+        while page < end && done < len {
+            let from = if page == first {
+                (offset % PAGE_SIZE) as usize
+            } else {
+                0
+            };
+            let want = (PAGE - from).min(len - done);
+            match cache.read_page(
+                (id, page),
+                from,
+                &mut buf[done..done + want],
+                false,
+                &mut stall,
+            ) {
+                Lookup::Copied { n, whole, .. } => {
+                    done += n;
+                    hits += 1;
+                    page += 1;
+                    if !whole {
+                        eof = true;
+                        break;
+                    }
+                }
+                _ => break,
+            }
+        }
+        let known = (first, page);
+        self.with_policy(|p, ctx| {
+            ctx.known_cached = known;
+            p.on_read(read, ctx)
+        });
+        if eof {
+            page = end;
+        }
+
         while page < end && done < len {
             let from = if page == first {
                 (offset % PAGE_SIZE) as usize
@@ -904,11 +992,9 @@ impl File {
             };
             let want = (PAGE - from).min(len - done);
             let dst = &mut buf[done..done + want];
-            let t = Instant::now();
-            match cache.read_page((id, page), from, dst, true) {
+            match cache.read_page((id, page), from, dst, true, &mut stall) {
                 Lookup::Copied { n, whole, waited } => {
                     if waited {
-                        stall += t.elapsed();
                         misses += 1;
                     } else if attempts > 0 {
                         misses += 1;
@@ -926,12 +1012,15 @@ impl File {
                     attempts += 1;
                     let t = Instant::now();
                     let mut refaults = 0;
+                    let mut ops = Vec::new();
                     self.engine.start_io(
                         &self.data,
                         self.io_max,
                         IoRequest::sync(page, end - page),
                         &mut refaults,
+                        &mut ops,
                     );
+                    self.engine.submit(&mut ops);
                     if !self.engine.backend.is_async() {
                         stall += t.elapsed();
                     }
@@ -965,12 +1054,15 @@ impl File {
                     // for this reader.
                     retried_failure = true;
                     let mut refaults = 0;
+                    let mut ops = Vec::new();
                     self.engine.start_io(
                         &self.data,
                         self.io_max,
                         IoRequest::sync(page, 1),
                         &mut refaults,
+                        &mut ops,
                     );
+                    self.engine.submit(&mut ops);
                     drop(f);
                 }
                 Lookup::Failed(f) => {

@@ -355,6 +355,11 @@ impl Adaptive {
 
     /// The stream `(s, e)` joins, and how.
     fn find(&self, s: u64, e: u64) -> Option<(usize, Join)> {
+        // The previous read's stream, continued: the common case, and the answer the scan
+        // would give (`Continues` is the best join, and this stream is the most recent).
+        if self.streams[self.last].join(s, e, self.tick) == Some(Join::Continues) {
+            return Some((self.last, Join::Continues));
+        }
         let mut best: Option<(usize, Join)> = None;
         for (i, st) in self.streams.iter().enumerate() {
             if let Some(j) = st.join(s, e, self.tick) {
@@ -776,7 +781,7 @@ impl Adaptive {
         if st.since_miss > CACHED_SPAN {
             st.misses = 0;
         }
-        if !ctx.is_cached(s) || !ctx.is_cached(e - 1) {
+        if !ctx.is_cached(s) || (e - 1 > s && !ctx.is_cached(e - 1)) {
             st.misses += 1;
             st.since_miss = 0;
         }

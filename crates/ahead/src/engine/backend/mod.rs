@@ -16,6 +16,8 @@ use std::io;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::policy::IoKind;
+
 use crate::units::PAGE_SIZE;
 
 use super::file::FileData;
@@ -30,6 +32,8 @@ pub(crate) struct ReadOp {
     pub slots: Vec<u32>,
     /// Bytes the file holds in this range when it was opened (less than the slots at its end).
     pub expected: u64,
+    /// Whether a reader is waiting for it (read in that reader's thread) or it reads ahead.
+    pub kind: IoKind,
     pub submitted: Instant,
     /// Requests in flight when this one was submitted (0: it found the device idle).
     pub queued_behind: usize,

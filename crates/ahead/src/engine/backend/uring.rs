@@ -19,7 +19,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -44,6 +44,9 @@ struct Shared {
     submit: Mutex<Submit>,
     completer: Arc<dyn Completer>,
     stop: AtomicBool,
+    /// Entries pushed and not yet handed to the kernel: whoever enters first submits them all,
+    /// so concurrent readers share one system call.
+    pending: AtomicUsize,
     /// The arena's base address and size when it is registered.
     fixed: Option<(usize, usize)>,
 }
@@ -105,6 +108,7 @@ impl UringBackend {
             }),
             completer,
             stop: AtomicBool::new(false),
+            pending: AtomicUsize::new(0),
             fixed,
         });
         let reaper = {
@@ -163,6 +167,7 @@ impl Shared {
         match unsafe { sq.push(&entry) } {
             Ok(()) => {
                 sq.sync();
+                self.pending.fetch_add(1, Ordering::Release);
                 let _ = Box::into_raw(op);
                 Ok(())
             }
@@ -192,6 +197,9 @@ impl Shared {
     }
 
     fn enter(&self) {
+        if self.pending.swap(0, Ordering::AcqRel) == 0 {
+            return; // another thread's entry into the kernel took ours along
+        }
         loop {
             match self.ring.submit() {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -283,6 +291,7 @@ impl Drop for UringBackend {
             let mut sq = unsafe { self.shared.ring.submission_shared() };
             let _ = unsafe { sq.push(&opcode::Nop::new().build().user_data(WAKE)) };
             sq.sync();
+            self.shared.pending.fetch_add(1, Ordering::Release);
         }
         self.shared.enter();
         if let Some(r) = self.reaper.take() {
