@@ -497,7 +497,7 @@ impl Inner {
         io_max: u64,
         io: IoRequest,
         refaults: &mut u64,
-        out: &mut Vec<Box<ReadOp>>,
+        out: &mut Vec<ReadOp>,
     ) -> u64 {
         let cache = &self.core.cache;
         let end = io.start_page.saturating_add(io.pages).min(file.pages());
@@ -534,7 +534,7 @@ impl Inner {
     }
 
     /// Send requests made by [`Inner::start_io`] to the backend.
-    fn submit(&self, ops: &mut Vec<Box<ReadOp>>) {
+    fn submit(&self, ops: &mut Vec<ReadOp>) {
         for op in ops.drain(..) {
             let queued_behind = self.core.in_flight.fetch_add(1, Ordering::AcqRel);
             let now = Instant::now();
@@ -543,7 +543,7 @@ impl Inner {
                     m.busy_since.get_or_insert(now);
                 }
             }
-            let mut op = op;
+            let mut op = Box::new(op);
             op.submitted = now;
             op.queued_behind = queued_behind;
             if op.kind == IoKind::Sync {
@@ -559,13 +559,7 @@ impl Inner {
     }
 
     /// The request for pages `first..` of `file` into `slots`.
-    fn make_op(
-        &self,
-        file: &Arc<FileData>,
-        first: u64,
-        slots: Vec<u32>,
-        kind: IoKind,
-    ) -> Box<ReadOp> {
+    fn make_op(&self, file: &Arc<FileData>, first: u64, slots: Vec<u32>, kind: IoKind) -> ReadOp {
         let arena = self.core.cache.arena();
         let mut iov: Vec<libc::iovec> = Vec::with_capacity(1);
         let mut prev: Option<u32> = None;
@@ -587,7 +581,7 @@ impl Inner {
             IoKind::Sync => c.sync_requests.fetch_add(1, Ordering::Relaxed),
             IoKind::Ahead => c.ahead_requests.fetch_add(1, Ordering::Relaxed),
         };
-        Box::new(ReadOp {
+        ReadOp {
             file: file.clone(),
             first_page: first,
             expected: file
@@ -599,7 +593,7 @@ impl Inner {
             submitted: Instant::now(),
             queued_behind: 0,
             iov,
-        })
+        }
     }
 
     fn note_fallback(&self, why: String) {
@@ -803,7 +797,7 @@ struct EngineCtx<'a> {
     file: &'a Arc<FileData>,
     io_max: u64,
     refaults: u64,
-    ops: Vec<Box<ReadOp>>,
+    ops: Vec<ReadOp>,
     /// Pages `[start, end)` the driver has just copied out: cached, no need to look.
     known_cached: (u64, u64),
 }
@@ -994,9 +988,7 @@ impl File {
             let dst = &mut buf[done..done + want];
             match cache.read_page((id, page), from, dst, true, &mut stall) {
                 Lookup::Copied { n, whole, waited } => {
-                    if waited {
-                        misses += 1;
-                    } else if attempts > 0 {
+                    if waited || attempts > 0 {
                         misses += 1;
                     } else {
                         hits += 1;
