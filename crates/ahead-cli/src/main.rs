@@ -76,6 +76,12 @@ struct CatArgs {
     /// Print the engine's statistics to stderr at the end.
     #[arg(long)]
     stats: bool,
+    /// Largest readahead window in KiB (default: sized for the device).
+    #[arg(long)]
+    ra_max_kb: Option<u64>,
+    /// Largest single read in KiB (default: the device's max_sectors_kb).
+    #[arg(long)]
+    io_max_kb: Option<u64>,
 }
 
 #[derive(Args, Clone)]
@@ -731,15 +737,26 @@ fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
     if a.policy == ORACLE {
         return Err(usage("the oracle needs the whole trace in advance: it runs only in sim and replay; pick another --policy"));
     }
-    let engine = Engine::builder()
+    let mut builder = Engine::builder()
         .policy(&a.policy)
         .backend(backend)
-        .budget(budget)
-        .build()
-        .map_err(|e| match e.kind() {
-            ErrorKind::InvalidInput => usage(e.to_string()),
-            _ => runtime(format!("cannot start the engine: {e}")),
-        })?;
+        .budget(budget);
+    if let Some(kb) = a.ra_max_kb {
+        if kb == 0 {
+            return Err(usage("--ra-max-kb must be at least 1"));
+        }
+        builder = builder.ra_max_kb(kb);
+    }
+    if let Some(kb) = a.io_max_kb {
+        if kb < 4 {
+            return Err(usage("--io-max-kb must be at least 4 (one page)"));
+        }
+        builder = builder.io_max_kb(kb);
+    }
+    let engine = builder.build().map_err(|e| match e.kind() {
+        ErrorKind::InvalidInput => usage(e.to_string()),
+        _ => runtime(format!("cannot start the engine: {e}")),
+    })?;
     let mut out = BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
     let mut buf = vec![0u8; bs as usize];
     let mut failed = 0;

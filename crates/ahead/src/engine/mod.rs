@@ -19,7 +19,8 @@
 //! Reads go through a backend ([`backend`]): io_uring, a thread pool or plain `preadv` in the
 //! caller, chosen by a probe at start, the choice and any fallback reported by [`Engine::stats`].
 //! Requests are at most the device's `max_sectors_kb`; the largest window follows the device's
-//! `read_ahead_kb` (at least two full requests), and the policy is told the latency and
+//! `read_ahead_kb` (at least eight full requests, a quarter of the budget at most), and the
+//! policy is told the latency and
 //! bandwidth the engine measures, so windows keep the device busy rather than the kernel's
 //! historical 128 KiB.
 
@@ -714,8 +715,11 @@ impl Engine {
             .ra_max_kb
             .map(|kb| kb * 1024 / PAGE_SIZE)
             .unwrap_or_else(|| {
+                // The device's read_ahead_kb, but at least eight of its largest requests:
+                // the queue depth at which a virtual or NVMe device streams at full speed
+                // (measured: 8 MiB ahead gave 790-1050 MB/s here, 32 MiB 1250-1310).
                 let device = data.read_ahead_kb.map_or(0, |kb| kb * 1024 / PAGE_SIZE);
-                device.max(2 * io_max).max(256)
+                device.max(8 * io_max).max(256)
             })
             .clamp(1, quarter);
         PolicyConfig {
