@@ -534,3 +534,52 @@ fn cat_of_more_than_the_budget_stays_within_budget_plus_32_mib() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A file its reader may not read: the system's "Permission denied", exit 1. As root the check
+/// runs `ahead` as nobody (setpriv); as another user, the file is made unreadable.
+#[test]
+fn cat_of_an_unreadable_file_says_permission_denied() {
+    let dir = std::env::temp_dir().join(format!("ahead-cli-perm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let f = dir.join("secret");
+    std::fs::write(&f, b"no").unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let out = if root {
+        let bin = env!("CARGO_BIN_EXE_ahead");
+        // nobody must be able to reach the binary; skip if the build tree is private.
+        let probe = Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                bin,
+                "--version",
+            ])
+            .output();
+        if !probe.is_ok_and(|o| o.status.success()) {
+            eprintln!("skipped: cannot run ahead as nobody here");
+            let _ = std::fs::remove_dir_all(&dir);
+            return;
+        }
+        Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                bin,
+                "cat",
+            ])
+            .arg(&f)
+            .output()
+            .unwrap()
+    } else {
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o000)).unwrap();
+        ahead(&["cat", f.to_str().unwrap()])
+    };
+    assert_clean_failure(&out, 1, "Permission denied");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,36 +1,47 @@
-//! The engine's page cache: one arena of page-sized slots that is the memory budget, an index
-//! from (file, page) to each page's state, and CLOCK eviction.
+//! The engine's page cache: one arena of page-sized slots that is the memory budget, a page
+//! table per file saying where each page is, and CLOCK eviction.
 //!
-//! * **Arena.** One anonymous mapping of `budget` bytes, page aligned, so every slot can be the
-//!   target of an `O_DIRECT` read and the whole arena can be registered with io_uring once. Its
-//!   size is the budget: the cache can never hold more, whatever the load.
-//! * **Index.** [`SHARDS`] shards, each a mutex over a hash map and a condition variable. Sixteen
-//!   consecutive pages of a file share a shard, so one lock covers a small read or a run of a
-//!   completion, while readers of different places rarely meet. A page is `InFlight` (a reader
-//!   waits on its shard's condition variable), `Ready` (in a slot, with how many of its bytes are
-//!   valid), `Failed` (the read for it failed: the error, no slot, not cached) or a `Shadow` (it
-//!   was evicted before anyone used it: reading it again is thrashing, as the kernel's
-//!   workingset code counts it).
+//! * **Arena.** One anonymous mapping of `budget` bytes, page aligned (huge pages where the
+//!   system gives them), so every slot can be the target of an `O_DIRECT` read and the whole
+//!   arena can be registered with io_uring once. Its size is the budget: the cache can never
+//!   hold more, whatever the load.
+//! * **Page tables.** Each file has a dense table, one 64-bit word per page (allocated 512
+//!   pages at a time, as they are first read): the page's state, its slot, how many of its
+//!   bytes are valid, its readahead marker and whether it was used. A page is `InFlight` (a
+//!   reader waits on its shard's condition variable), `Ready`, `Failed` (the read for it failed:
+//!   the error is kept aside, no slot, not cached) or a `Shadow` (it was evicted before anyone
+//!   used it: reading it again is thrashing, as the kernel's workingset code counts it).
+//! * **Hits take no lock.** A reader loads the word, copies from the slot, and loads the word
+//!   again: if it still names the same ready slot, nothing evicted the page meanwhile and the
+//!   copy is good; otherwise it takes the slow path. Sequential pages sit in sequential words,
+//!   so the hardware prefetches the table as it does the data (a hashed index costs a cache
+//!   miss per page: measured, it halved the hit rate).
+//! * **Changes take a shard lock.** Claiming pages for a read, completing it, evicting, and
+//!   markers lock one of [`SHARDS`] mutexes (sixteen consecutive pages of a file share one),
+//!   whose condition variable wakes the readers waiting there.
 //! * **Eviction.** CLOCK over the slots: a page's reference bit is set when it is read in and
 //!   when it is used; the hand clears set bits and evicts the first ready page whose bit is
-//!   clear. Pages in flight are never evicted. The hand's order makes slots it frees consecutive
-//!   when it frees several, so most requests get one contiguous buffer.
+//!   clear. Pages in flight are never evicted. The hand's order makes the slots it frees
+//!   consecutive, so most requests get one contiguous buffer.
 //!
-//! Lock order: the allocator (the clock) before a shard. The read path takes shard locks only,
-//! one at a time, and never the allocator while holding one.
+//! Lock order: the allocator (the clock) before a shard. Readers take shard locks only, one at
+//! a time, and never the allocator while holding one.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
+use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
 use crate::units::PAGE_SIZE;
 
-/// Shards of the index.
+/// Shards of the locks and wait queues.
 pub(crate) const SHARDS: usize = 256;
 /// Consecutive pages that share a shard: 2^4 = 16.
 const GROUP_SHIFT: u32 = 4;
+/// Pages per chunk of a page table: 2^9 = 512.
+const CHUNK_SHIFT: u32 = 9;
 
 const PAGE: usize = PAGE_SIZE as usize;
 
@@ -63,39 +74,83 @@ impl Failure {
     }
 }
 
-#[derive(Debug)]
-pub(crate) enum State {
-    InFlight,
-    Ready { slot: u32, valid: u16 },
-    Failed(Arc<Failure>),
-    Shadow,
-}
+/// One page's word: state in bits 0-2, marker bit 3, used bit 4, valid bytes in bits 8-20,
+/// slot in bits 32-63.
+mod word {
+    pub const ABSENT: u64 = 0;
+    pub const IN_FLIGHT: u64 = 1;
+    pub const READY: u64 = 2;
+    pub const FAILED: u64 = 3;
+    pub const SHADOW: u64 = 4;
+    pub const STATE: u64 = 0b111;
+    pub const MARKER: u64 = 1 << 3;
+    pub const USED: u64 = 1 << 4;
 
-#[derive(Debug)]
-pub(crate) struct Entry {
-    pub state: State,
-    /// The readahead marker (the cue for the next ahead window).
-    pub marker: bool,
-    /// Someone read this page since it came in.
-    pub used: bool,
-}
-
-impl Entry {
-    /// In the cache, as a policy sees it: ready or on its way.
-    pub fn cached(&self) -> bool {
-        matches!(self.state, State::InFlight | State::Ready { .. })
+    pub fn state(w: u64) -> u64 {
+        w & STATE
+    }
+    pub fn cached(w: u64) -> bool {
+        matches!(state(w), IN_FLIGHT | READY)
+    }
+    pub fn slot(w: u64) -> u32 {
+        (w >> 32) as u32
+    }
+    pub fn valid(w: u64) -> usize {
+        ((w >> 8) & 0x1FFF) as usize
+    }
+    pub fn ready(slot: u32, valid: usize) -> u64 {
+        READY | ((valid as u64) << 8) | ((slot as u64) << 32)
     }
 }
 
-pub(crate) struct Shard {
-    pub map: FxHashMap<Key, Entry>,
+/// A file's page table: one word per page, allocated a chunk at a time.
+pub(crate) struct PageTable {
+    /// The file's id in the cache.
+    pub id: u32,
+    chunks: Box<[OnceLock<Box<[AtomicU64]>>]>,
+}
+
+impl PageTable {
+    fn new(id: u32, pages: u64) -> PageTable {
+        let n = pages.div_ceil(1 << CHUNK_SHIFT).max(1) as usize;
+        PageTable {
+            id,
+            chunks: (0..n).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// The word of `page`, if its chunk exists.
+    #[inline]
+    fn get(&self, page: u64) -> Option<&AtomicU64> {
+        let chunk = self.chunks.get((page >> CHUNK_SHIFT) as usize)?.get()?;
+        Some(&chunk[(page & ((1 << CHUNK_SHIFT) - 1)) as usize])
+    }
+
+    /// The word of `page`, making its chunk if needed (`None` past the table's end).
+    fn make(&self, page: u64) -> Option<&AtomicU64> {
+        let chunk = self
+            .chunks
+            .get((page >> CHUNK_SHIFT) as usize)?
+            .get_or_init(|| {
+                (0..1 << CHUNK_SHIFT)
+                    .map(|_| AtomicU64::new(word::ABSENT))
+                    .collect()
+            });
+        Some(&chunk[(page & ((1 << CHUNK_SHIFT) - 1)) as usize])
+    }
+
+    #[inline]
+    fn load(&self, page: u64) -> u64 {
+        self.get(page)
+            .map_or(word::ABSENT, |w| w.load(Ordering::Acquire))
+    }
 }
 
 /// What became of one page a reader wanted.
 pub(crate) enum Lookup {
     /// `n` bytes copied; `whole`: the page held every byte the reader asked for from it.
     Copied { n: usize, whole: bool, waited: bool },
-    /// Not in the cache: the reader must start a read for it.
+    /// Not in the cache (or, without waiting, not ready): the reader must start a read for it.
     Absent,
     /// The read that was bringing it in failed.
     Failed(Arc<Failure>),
@@ -112,9 +167,8 @@ pub(crate) struct Arena {
 }
 
 // SAFETY: the arena is a plain memory region. Which slots are written or read, and when, is
-// governed by the slot states and the shard locks (see `Cache`): a slot is written only by the
-// one I/O that owns it while it is in flight, and read only while it is ready under its
-// shard's lock.
+// governed by the slot states and the page words (see `Cache`): a slot is written only by the
+// one I/O that owns it while it is in flight, and read only while a page word names it ready.
 unsafe impl Send for Arena {}
 unsafe impl Sync for Arena {}
 
@@ -149,7 +203,8 @@ impl Arena {
     /// Address of `slot`'s first byte.
     pub fn slot_ptr(&self, slot: u32) -> *mut u8 {
         debug_assert!((slot as usize + 1) * PAGE <= self.bytes);
-        // SAFETY: in bounds: slot < slots, checked by every caller's slot source (the clock).
+        // SAFETY: in bounds: every slot number comes from the clock, which hands out only
+        // slots below the arena's count.
         unsafe { self.base.add(slot as usize * PAGE) }
     }
 
@@ -176,6 +231,14 @@ struct Clock {
     hand: usize,
 }
 
+/// A lock for changes to a group of pages, and the readers waiting for pages of it. Waking is
+/// a system call, so it is made only when someone waits.
+struct Shard {
+    lock: Mutex<()>,
+    changed: Condvar,
+    waiters: AtomicUsize,
+}
+
 /// Counters the cache keeps as it evicts.
 #[derive(Default)]
 pub(crate) struct CacheCounters {
@@ -188,10 +251,13 @@ pub(crate) struct CacheCounters {
 pub(crate) struct Cache {
     arena: Arena,
     slots: usize,
-    shards: Box<[(Mutex<Shard>, Condvar)]>,
+    shards: Box<[Shard]>,
+    tables: RwLock<FxHashMap<u32, Arc<PageTable>>>,
+    failures: Mutex<FxHashMap<Key, Arc<Failure>>>,
     clock: Mutex<Clock>,
-    /// Signalled when a slot is freed or an I/O completes, for allocators that found none.
+    /// Signalled when an I/O completes or pages are dropped, for allocators that found no slot.
     slot_freed: Condvar,
+    alloc_waiters: AtomicUsize,
     slot_state: Box<[AtomicU8]>,
     /// The key of the page in each slot, packed (see `pack`).
     slot_owner: Box<[AtomicU64]>,
@@ -208,26 +274,36 @@ fn unpack(v: u64) -> Key {
     ((v >> 40) as u32, v & ((1 << 40) - 1))
 }
 
+fn shard_of(id: u32, page: u64) -> usize {
+    let group = page >> GROUP_SHIFT;
+    let h = (group ^ ((id as u64) << 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (h >> 56) as usize % SHARDS
+}
+
+/// One past the last page of the shard group holding `p`, at most `end`.
+fn group_end(p: u64, end: u64) -> u64 {
+    (((p >> GROUP_SHIFT) + 1) << GROUP_SHIFT).min(end)
+}
+
 impl Cache {
     /// A cache of `slots` pages.
     pub fn new(slots: usize) -> io::Result<Cache> {
         let slots = slots.max(1);
-        let shards = (0..SHARDS)
-            .map(|_| {
-                (
-                    Mutex::new(Shard {
-                        map: FxHashMap::default(),
-                    }),
-                    Condvar::new(),
-                )
-            })
-            .collect();
         Ok(Cache {
             arena: Arena::new(slots)?,
             slots,
-            shards,
+            shards: (0..SHARDS)
+                .map(|_| Shard {
+                    lock: Mutex::new(()),
+                    changed: Condvar::new(),
+                    waiters: AtomicUsize::new(0),
+                })
+                .collect(),
+            tables: RwLock::new(FxHashMap::default()),
+            failures: Mutex::new(FxHashMap::default()),
             clock: Mutex::new(Clock { hand: 0 }),
             slot_freed: Condvar::new(),
+            alloc_waiters: AtomicUsize::new(0),
             slot_state: (0..slots).map(|_| AtomicU8::new(SLOT_FREE)).collect(),
             slot_owner: (0..slots).map(|_| AtomicU64::new(0)).collect(),
             refbit: (0..slots).map(|_| AtomicBool::new(false)).collect(),
@@ -244,132 +320,143 @@ impl Cache {
         &self.arena
     }
 
-    /// The shard holding `key`.
-    pub fn shard_of(key: Key) -> usize {
-        let group = key.1 >> GROUP_SHIFT;
-        let h = (group ^ ((key.0 as u64) << 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        (h >> 56) as usize % SHARDS
+    /// The page table of file `id` (of `pages` pages), made on first use. An id names one
+    /// version of a file's contents (see `Identity`), so its size never changes.
+    pub fn table(&self, id: u32, pages: u64) -> Arc<PageTable> {
+        if let Some(t) = self
+            .tables
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&id)
+        {
+            return t.clone();
+        }
+        self.tables
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(id)
+            .or_insert_with(|| Arc::new(PageTable::new(id, pages)))
+            .clone()
     }
 
-    pub fn lock(&self, shard: usize) -> MutexGuard<'_, Shard> {
+    fn lock(&self, shard: usize) -> MutexGuard<'_, ()> {
         self.shards[shard]
-            .0
+            .lock
             .lock()
             .unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn notify(&self, shard: usize) {
-        self.shards[shard].1.notify_all();
-    }
-
-    /// Whether `key` is ready or in flight.
-    pub fn is_cached(&self, key: Key) -> bool {
-        self.lock(Self::shard_of(key))
-            .map
-            .get(&key)
-            .is_some_and(Entry::cached)
-    }
-
-    /// Whether `key` is cached with a marker.
-    pub fn has_marker(&self, key: Key) -> bool {
-        self.lock(Self::shard_of(key))
-            .map
-            .get(&key)
-            .is_some_and(|e| e.cached() && e.marker)
-    }
-
-    pub fn clear_marker(&self, key: Key) {
-        if let Some(e) = self.lock(Self::shard_of(key)).map.get_mut(&key) {
-            e.marker = false;
+    /// Wake the readers waiting in `shard` (called after changing a page of it, the change
+    /// made under its lock: a reader counts itself in under the same lock before it waits).
+    fn notify(&self, shard: usize) {
+        let sh = &self.shards[shard];
+        if sh.waiters.load(Ordering::Acquire) > 0 {
+            sh.changed.notify_all();
         }
     }
 
-    /// The first page in `[from, end)` of `file` that is not cached, or `end`.
-    pub fn next_miss(&self, file: u32, from: u64, end: u64) -> u64 {
-        let mut p = from;
-        while p < end {
-            let shard = Self::shard_of((file, p));
-            let group_end = (((p >> GROUP_SHIFT) + 1) << GROUP_SHIFT).min(end);
-            let guard = self.lock(shard);
-            while p < group_end {
-                if !guard.map.get(&(file, p)).is_some_and(Entry::cached) {
-                    return p;
-                }
-                p += 1;
-            }
+    /// Tell allocators waiting for a slot that some may be free.
+    fn slots_freed(&self) {
+        if self.alloc_waiters.load(Ordering::Acquire) > 0 {
+            self.slot_freed.notify_all();
         }
-        end
     }
 
-    /// Claim the absent pages of `file` from `start` on (at most `max` pages, stopping at the
-    /// first cached page) as in flight. Returns how many were claimed (0 if `start` is cached)
-    /// and how many of them were shadows (refaults: thrashing).
-    pub fn claim_run(&self, file: u32, start: u64, max: u64) -> (u64, u64) {
+    /// Whether `page` is ready or in flight.
+    pub fn is_cached(&self, t: &PageTable, page: u64) -> bool {
+        word::cached(t.load(page))
+    }
+
+    /// Whether `page` is cached with a marker.
+    pub fn has_marker(&self, t: &PageTable, page: u64) -> bool {
+        let w = t.load(page);
+        word::cached(w) && w & word::MARKER != 0
+    }
+
+    /// Set or clear `page`'s marker (if it is cached).
+    pub fn set_marker(&self, t: &PageTable, page: u64, on: bool) {
+        let Some(w) = t.get(page) else { return };
+        let _g = self.lock(shard_of(t.id, page));
+        let v = w.load(Ordering::Acquire);
+        if word::cached(v) {
+            let v = if on {
+                v | word::MARKER
+            } else {
+                v & !word::MARKER
+            };
+            w.store(v, Ordering::Release);
+        }
+    }
+
+    /// The first page in `[from, end)` that is not cached, or `end`.
+    pub fn next_miss(&self, t: &PageTable, from: u64, end: u64) -> u64 {
+        (from..end)
+            .find(|&p| !word::cached(t.load(p)))
+            .unwrap_or(end)
+    }
+
+    /// Claim the absent pages from `start` on (at most `max` pages, stopping at the first
+    /// cached page) as in flight. Returns how many were claimed (0 if `start` is cached) and how
+    /// many of them were shadows (refaults: thrashing).
+    pub fn claim_run(&self, t: &PageTable, start: u64, max: u64) -> (u64, u64) {
         let end = start.saturating_add(max);
         let mut p = start;
         let mut refaults = 0;
         while p < end {
-            let shard = Self::shard_of((file, p));
-            let group_end = (((p >> GROUP_SHIFT) + 1) << GROUP_SHIFT).min(end);
-            let mut guard = self.lock(shard);
-            while p < group_end {
-                match guard.map.get_mut(&(file, p)) {
-                    Some(e) if e.cached() => return (p - start, refaults),
-                    Some(e) => {
-                        if matches!(e.state, State::Shadow) {
-                            refaults += 1;
-                            self.shadows.fetch_sub(1, Ordering::Relaxed);
-                        }
-                        e.state = State::InFlight;
-                        e.marker = false;
-                        e.used = false;
+            let ge = group_end(p, end);
+            let _g = self.lock(shard_of(t.id, p));
+            while p < ge {
+                let Some(w) = t.make(p) else {
+                    return (p - start, refaults);
+                };
+                let v = w.load(Ordering::Acquire);
+                match word::state(v) {
+                    word::IN_FLIGHT | word::READY => return (p - start, refaults),
+                    word::SHADOW => {
+                        refaults += 1;
+                        self.shadows.fetch_sub(1, Ordering::Relaxed);
                     }
-                    None => {
-                        guard.map.insert(
-                            (file, p),
-                            Entry {
-                                state: State::InFlight,
-                                marker: false,
-                                used: false,
-                            },
-                        );
+                    word::FAILED => {
+                        self.failures
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .remove(&(t.id, p));
                     }
+                    _ => {}
                 }
+                w.store(word::IN_FLIGHT, Ordering::Release);
                 p += 1;
             }
         }
         (p - start, refaults)
     }
 
-    /// Give back claimed pages `[start, end)` of `file` that will not be read after all.
-    pub fn unclaim(&self, file: u32, start: u64, end: u64) {
-        for p in start..end {
-            let shard = Self::shard_of((file, p));
-            let mut guard = self.lock(shard);
-            if matches!(
-                guard.map.get(&(file, p)).map(|e| &e.state),
-                Some(State::InFlight)
-            ) {
-                guard.map.remove(&(file, p));
+    /// Give back claimed pages `[start, end)` that will not be read after all.
+    pub fn unclaim(&self, t: &PageTable, start: u64, end: u64) {
+        let mut p = start;
+        while p < end {
+            let ge = group_end(p, end);
+            let shard = shard_of(t.id, p);
+            let g = self.lock(shard);
+            while p < ge {
+                if let Some(w) = t.get(p) {
+                    if word::state(w.load(Ordering::Acquire)) == word::IN_FLIGHT {
+                        w.store(word::ABSENT, Ordering::Release);
+                    }
+                }
+                p += 1;
             }
-            drop(guard);
+            drop(g);
             self.notify(shard);
         }
     }
 
-    /// Put the marker on claimed page `key`.
-    pub fn set_marker(&self, key: Key) {
-        if let Some(e) = self.lock(Self::shard_of(key)).map.get_mut(&key) {
-            e.marker = true;
-        }
-    }
-
-    /// Allocate up to `n` slots for pages `first..` of `file`, evicting as the clock goes.
+    /// Allocate up to `n` slots for pages `first..` of file `id`, evicting as the clock goes.
     /// Returns what two turns of the hand found; with `wait`, if that is nothing, waits for
     /// I/O in flight to give slots back and tries again (so it returns at least one). A caller
     /// that gets fewer than `n` reads fewer pages: holding some slots while waiting for more
     /// could deadlock readers against each other.
-    pub fn alloc(&self, file: u32, first: u64, n: usize, wait: bool) -> Vec<u32> {
+    pub fn alloc(&self, id: u32, first: u64, n: usize, wait: bool) -> Vec<u32> {
         let mut got = Vec::with_capacity(n);
         let mut clock = self.clock.lock().unwrap_or_else(|p| p.into_inner());
         loop {
@@ -380,7 +467,7 @@ impl Cache {
                 clock.hand = (clock.hand + 1) % self.slots;
                 steps += 1;
                 if let Some(slot) = self.try_take(s) {
-                    let key = (file, first + got.len() as u64);
+                    let key = (id, first + got.len() as u64);
                     self.slot_owner[slot as usize].store(pack(key), Ordering::Relaxed);
                     got.push(slot);
                 }
@@ -388,11 +475,15 @@ impl Cache {
             if !got.is_empty() || !wait {
                 return got;
             }
+            self.alloc_waiters.fetch_add(1, Ordering::AcqRel);
+            // A timeout too: a slot freed between the sweep and the count above is not
+            // signalled.
             clock = self
                 .slot_freed
-                .wait_timeout(clock, std::time::Duration::from_millis(10))
+                .wait_timeout(clock, Duration::from_millis(1))
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
+            self.alloc_waiters.fetch_sub(1, Ordering::AcqRel);
         }
     }
 
@@ -408,27 +499,35 @@ impl Cache {
                 if self.refbit[s].swap(false, Ordering::Relaxed) {
                     return None;
                 }
-                let key = unpack(self.slot_owner[s].load(Ordering::Relaxed));
-                let shard = Self::shard_of(key);
-                let mut guard = self.lock(shard);
-                let e = guard.map.get_mut(&key)?;
-                if !matches!(e.state, State::Ready { slot, .. } if slot as usize == s) {
+                let (id, page) = unpack(self.slot_owner[s].load(Ordering::Relaxed));
+                let t = self
+                    .tables
+                    .read()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(&id)?
+                    .clone();
+                let w = t.get(page)?;
+                let _g = self.lock(shard_of(id, page));
+                let v = w.load(Ordering::Acquire);
+                if word::state(v) != word::READY || word::slot(v) as usize != s {
                     return None;
                 }
                 self.counters.evicted_pages.fetch_add(1, Ordering::Relaxed);
-                if e.used {
-                    guard.map.remove(&key);
+                let next = if v & word::USED != 0 {
+                    word::ABSENT
                 } else {
                     self.counters.wasted_pages.fetch_add(1, Ordering::Relaxed);
                     // Remember it (within a bound) to recognise a refault.
                     if self.shadows.load(Ordering::Relaxed) < self.slots {
                         self.shadows.fetch_add(1, Ordering::Relaxed);
-                        e.state = State::Shadow;
-                        e.marker = false;
+                        word::SHADOW
                     } else {
-                        guard.map.remove(&key);
+                        word::ABSENT
                     }
-                }
+                };
+                // The word changes before the slot is handed to another read: a reader that
+                // copied from it meanwhile sees the change and discards its copy.
+                w.store(next, Ordering::Release);
                 self.slot_state[s].store(SLOT_IN_FLIGHT, Ordering::Release);
                 Some(s as u32)
             }
@@ -436,13 +535,13 @@ impl Cache {
         }
     }
 
-    /// An I/O into `slots` for pages `first..` of `file` finished: `Ok(bytes)` or the error.
-    /// `expected`: the bytes the file holds in that range (less than the slots' size at the
-    /// file's end). Pages the read did not fill are left absent (a short read mid-file, say from
-    /// a file truncated meanwhile, caches nothing for them); on error every page is `Failed`.
+    /// An I/O into `slots` for pages `first..` finished: `Ok(bytes)` or the error. `expected`:
+    /// the bytes the file holds in that range (less than the slots' size at the file's end).
+    /// Pages the read did not fill are left absent (a short read mid-file, say from a file
+    /// truncated meanwhile, caches nothing for them); on error every page is `Failed`.
     pub fn complete(
         &self,
-        file: u32,
+        t: &PageTable,
         first: u64,
         slots: &[u32],
         expected: u64,
@@ -450,135 +549,190 @@ impl Cache {
     ) {
         let failure = result.as_ref().err().map(|e| Arc::new(Failure::of(e)));
         let got = *result.as_ref().unwrap_or(&0) as u64;
-        let mut i = 0;
-        while i < slots.len() {
-            let p = first + i as u64;
-            let shard = Self::shard_of((file, p));
-            let group_end = ((((p >> GROUP_SHIFT) + 1) << GROUP_SHIFT) - first) as usize;
-            let mut guard = self.lock(shard);
-            while i < slots.len().min(group_end) {
-                let key = (file, first + i as u64);
+        let end = first + slots.len() as u64;
+        let mut p = first;
+        while p < end {
+            let ge = group_end(p, end);
+            let shard = shard_of(t.id, p);
+            let g = self.lock(shard);
+            while p < ge {
+                let i = (p - first) as usize;
                 let s = slots[i];
                 let page_start = i as u64 * PAGE_SIZE;
                 let want = expected.saturating_sub(page_start).min(PAGE_SIZE);
                 let have = got.saturating_sub(page_start).min(PAGE_SIZE);
-                let entry = guard.map.get_mut(&key);
-                match (&failure, entry) {
-                    (_, None) => {
-                        // Dropped meanwhile (don't-need): the slot goes back.
-                        self.slot_state[s as usize].store(SLOT_FREE, Ordering::Release);
-                    }
-                    (Some(f), Some(e)) => {
-                        e.state = State::Failed(f.clone());
-                        self.slot_state[s as usize].store(SLOT_FREE, Ordering::Release);
-                    }
-                    (None, Some(e)) if have < want || want == 0 => {
-                        let _ = e;
-                        guard.map.remove(&key);
-                        self.slot_state[s as usize].store(SLOT_FREE, Ordering::Release);
-                    }
-                    (None, Some(e)) => {
-                        e.state = State::Ready {
-                            slot: s,
-                            valid: have as u16,
-                        };
+                let w = t
+                    .get(p)
+                    .filter(|w| word::state(w.load(Ordering::Acquire)) == word::IN_FLIGHT);
+                match (w, &failure) {
+                    (Some(w), None) if have >= want && want > 0 => {
                         self.refbit[s as usize].store(true, Ordering::Relaxed);
                         self.slot_state[s as usize].store(SLOT_READY, Ordering::Release);
+                        w.store(word::ready(s, have as usize), Ordering::Release);
+                    }
+                    (Some(w), Some(f)) => {
+                        self.failures
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert((t.id, p), f.clone());
+                        w.store(word::FAILED, Ordering::Release);
+                        self.slot_state[s as usize].store(SLOT_FREE, Ordering::Release);
+                    }
+                    (w, _) => {
+                        // Short (nothing cached for it), or dropped meanwhile.
+                        if let Some(w) = w {
+                            w.store(word::ABSENT, Ordering::Release);
+                        }
+                        self.slot_state[s as usize].store(SLOT_FREE, Ordering::Release);
                     }
                 }
-                i += 1;
+                p += 1;
             }
-            drop(guard);
+            drop(g);
             self.notify(shard);
         }
-        self.slot_freed.notify_all();
+        self.slots_freed();
     }
 
-    /// Copy `key`'s bytes from `from` (within the page) into `dst`, waiting while the page is in
-    /// flight if `wait` (the time waited is added to `stall`).
+    /// Copy the page's bytes from `from` (within the page) into `dst`. Without `wait`, only a
+    /// ready page is copied (no lock taken); with it, the reader waits while the page is in
+    /// flight (the time waited is added to `stall`).
     pub fn read_page(
         &self,
-        key: Key,
+        t: &PageTable,
+        page: u64,
         from: usize,
         dst: &mut [u8],
         wait: bool,
-        stall: &mut std::time::Duration,
+        stall: &mut Duration,
     ) -> Lookup {
-        let shard = Self::shard_of(key);
-        let mut guard = self.lock(shard);
-        let mut waited: Option<std::time::Instant> = None;
+        let Some(w) = t.get(page) else {
+            return Lookup::Absent;
+        };
+        if let Some(l) = self.try_copy(w, from, dst) {
+            return l;
+        }
+        if !wait {
+            return Lookup::Absent;
+        }
+        let shard = shard_of(t.id, page);
+        let mut g = self.lock(shard);
+        let mut waited: Option<Instant> = None;
         loop {
-            let Some(e) = guard.map.get_mut(&key) else {
-                return Lookup::Absent;
-            };
-            match &e.state {
-                State::Ready { slot, valid } => {
-                    let valid = *valid as usize;
-                    let n = valid.saturating_sub(from).min(dst.len());
-                    // SAFETY: the slot is ready and this shard's lock is held, so no I/O writes
-                    // it and no eviction can hand it to one until the lock is released; `from +
-                    // n <= valid <= PAGE`, so the source is within the slot.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(
-                            self.arena.slot_ptr(*slot).add(from),
-                            dst.as_mut_ptr(),
+            let v = w.load(Ordering::Acquire);
+            match word::state(v) {
+                word::READY => {
+                    // Under the shard lock nothing can evict it: copy, then account.
+                    drop(g);
+                    if let Some(Lookup::Copied { n, whole, .. }) = self.try_copy(w, from, dst) {
+                        if let Some(t0) = waited {
+                            *stall += t0.elapsed();
+                        }
+                        return Lookup::Copied {
                             n,
-                        );
+                            whole,
+                            waited: waited.is_some(),
+                        };
                     }
-                    self.refbit[*slot as usize].store(true, Ordering::Relaxed);
-                    e.used = true;
-                    let whole = from + n == PAGE || n == dst.len();
-                    if let Some(t) = waited {
-                        *stall += t.elapsed();
-                    }
-                    return Lookup::Copied {
-                        n,
-                        whole,
-                        waited: waited.is_some(),
+                    g = self.lock(shard);
+                }
+                word::IN_FLIGHT => {
+                    waited.get_or_insert_with(Instant::now);
+                    let sh = &self.shards[shard];
+                    sh.waiters.fetch_add(1, Ordering::AcqRel);
+                    g = sh.changed.wait(g).unwrap_or_else(|p| p.into_inner());
+                    sh.waiters.fetch_sub(1, Ordering::AcqRel);
+                }
+                word::FAILED => {
+                    let f = self
+                        .failures
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get(&(t.id, page))
+                        .cloned();
+                    return match f {
+                        Some(f) => Lookup::Failed(f),
+                        None => Lookup::Absent,
                     };
                 }
-                State::InFlight if wait => {
-                    waited.get_or_insert_with(std::time::Instant::now);
-                    guard = self.shards[shard]
-                        .1
-                        .wait(guard)
-                        .unwrap_or_else(|p| p.into_inner());
-                }
-                State::InFlight => return Lookup::Absent,
-                State::Failed(f) => return Lookup::Failed(f.clone()),
-                State::Shadow => return Lookup::Absent,
+                _ => return Lookup::Absent,
             }
         }
     }
 
-    /// Drop the ready pages `[start, end)` of `file` (don't-need); pages in flight stay.
-    pub fn drop_range(&self, file: u32, start: u64, end: u64) {
+    /// Copy a ready page without a lock: load its word, copy, load it again. If the word still
+    /// names the same ready slot, no eviction intervened and the copy is good. `None` if the
+    /// page is not ready (or was evicted during the copy).
+    #[inline]
+    fn try_copy(&self, w: &AtomicU64, from: usize, dst: &mut [u8]) -> Option<Lookup> {
+        let v = w.load(Ordering::Acquire);
+        if word::state(v) != word::READY {
+            return None;
+        }
+        let slot = word::slot(v);
+        let n = word::valid(v).saturating_sub(from).min(dst.len());
+        // SAFETY: `from + n <= valid <= PAGE`, so the source lies within the slot, a slot of
+        // the arena. The page was ready when its word was loaded (Acquire, pairing with the
+        // Release store that published it after its read completed). An eviction may hand the
+        // slot to another read during the copy; it changes this word first, which the check
+        // below sees, and the copy is then discarded: the bytes a reader gets are always the
+        // page's.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.arena.slot_ptr(slot).add(from), dst.as_mut_ptr(), n);
+        }
+        fence(Ordering::Acquire);
+        let again = w.load(Ordering::Relaxed);
+        if again & !(word::MARKER | word::USED) != v & !(word::MARKER | word::USED) {
+            return None;
+        }
+        if again & word::USED == 0 {
+            w.fetch_or(word::USED, Ordering::Relaxed);
+        }
+        let r = &self.refbit[slot as usize];
+        if !r.load(Ordering::Relaxed) {
+            r.store(true, Ordering::Relaxed);
+        }
+        let whole = from + n == PAGE || n == dst.len();
+        Some(Lookup::Copied {
+            n,
+            whole,
+            waited: false,
+        })
+    }
+
+    /// Drop the ready pages `[start, end)` (don't-need); pages in flight stay.
+    pub fn drop_range(&self, t: &PageTable, start: u64, end: u64) {
         let mut p = start;
         while p < end {
-            let shard = Self::shard_of((file, p));
-            let group_end = (((p >> GROUP_SHIFT) + 1) << GROUP_SHIFT).min(end);
-            let mut guard = self.lock(shard);
-            while p < group_end {
-                if let Some(e) = guard.map.get(&(file, p)) {
-                    match e.state {
-                        State::Ready { slot, .. } => {
-                            guard.map.remove(&(file, p));
-                            self.slot_state[slot as usize].store(SLOT_FREE, Ordering::Release);
+            let ge = group_end(p, end);
+            let _g = self.lock(shard_of(t.id, p));
+            while p < ge {
+                if let Some(w) = t.get(p) {
+                    let v = w.load(Ordering::Acquire);
+                    match word::state(v) {
+                        word::READY => {
+                            w.store(word::ABSENT, Ordering::Release);
+                            self.slot_state[word::slot(v) as usize]
+                                .store(SLOT_FREE, Ordering::Release);
                         }
-                        State::Failed(_) => {
-                            guard.map.remove(&(file, p));
+                        word::FAILED => {
+                            w.store(word::ABSENT, Ordering::Release);
+                            self.failures
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .remove(&(t.id, p));
                         }
-                        State::Shadow => {
-                            guard.map.remove(&(file, p));
+                        word::SHADOW => {
+                            w.store(word::ABSENT, Ordering::Release);
                             self.shadows.fetch_sub(1, Ordering::Relaxed);
                         }
-                        State::InFlight => {}
+                        _ => {}
                     }
                 }
                 p += 1;
             }
         }
-        self.slot_freed.notify_all();
+        self.slots_freed();
     }
 
     /// Pages ready or in flight, for tests and stats.
@@ -587,5 +741,137 @@ impl Cache {
             .iter()
             .filter(|s| s.load(Ordering::Relaxed) != SLOT_FREE)
             .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ready(cache: &Cache, t: &PageTable, first: u64, n: usize, result: io::Result<usize>) {
+        let (claimed, _) = cache.claim_run(t, first, n as u64);
+        assert_eq!(claimed, n as u64);
+        let slots = cache.alloc(t.id, first, n, true);
+        assert_eq!(slots.len(), n);
+        for (i, &s) in slots.iter().enumerate() {
+            // SAFETY: the slots were just allocated to this test and are in flight.
+            unsafe { std::ptr::write_bytes(cache.arena().slot_ptr(s), i as u8 + 1, PAGE) };
+        }
+        cache.complete(t, first, &slots, (n * PAGE) as u64, &result);
+    }
+
+    fn read(cache: &Cache, t: &PageTable, page: u64, buf: &mut [u8]) -> Lookup {
+        let mut stall = Duration::ZERO;
+        cache.read_page(t, page, 0, buf, true, &mut stall)
+    }
+
+    #[test]
+    fn a_failed_read_reports_its_error_and_caches_nothing() {
+        let cache = Cache::new(16).unwrap();
+        let t = cache.table(1, 100);
+        ready(
+            &cache,
+            &t,
+            0,
+            2,
+            Err(io::Error::from_raw_os_error(libc::EIO)),
+        );
+        let mut buf = [0u8; 10];
+        match read(&cache, &t, 0, &mut buf) {
+            Lookup::Failed(f) => assert_eq!(f.error().raw_os_error(), Some(libc::EIO)),
+            _ => panic!("expected the read's error"),
+        }
+        assert!(!cache.is_cached(&t, 0) && !cache.is_cached(&t, 1));
+        assert_eq!(cache.resident_pages(), 0, "no slot stays pinned");
+        // A retry claims the pages again and reads them.
+        ready(&cache, &t, 0, 2, Ok(2 * PAGE));
+        match read(&cache, &t, 1, &mut buf) {
+            Lookup::Copied { n: 10, .. } => assert!(buf.iter().all(|&b| b == 2)),
+            _ => panic!("expected the data"),
+        }
+    }
+
+    #[test]
+    fn a_short_read_caches_only_the_pages_it_filled() {
+        let cache = Cache::new(16).unwrap();
+        let t = cache.table(1, 100);
+        // Three pages asked, one and a half returned (a file truncated meanwhile).
+        ready(&cache, &t, 0, 3, Ok(PAGE + PAGE / 2));
+        assert!(cache.is_cached(&t, 0));
+        assert!(!cache.is_cached(&t, 1) && !cache.is_cached(&t, 2));
+        assert_eq!(cache.resident_pages(), 1);
+    }
+
+    #[test]
+    fn eviction_keeps_to_the_slots_and_remembers_unused_pages() {
+        let cache = Cache::new(8).unwrap();
+        let t = cache.table(1, 1000);
+        for p in 0..8 {
+            ready(&cache, &t, p, 1, Ok(PAGE));
+        }
+        // Full: the next page evicts one that nobody used (wasted, with a shadow).
+        ready(&cache, &t, 100, 1, Ok(PAGE));
+        assert_eq!(cache.resident_pages(), 8);
+        assert_eq!(cache.counters.wasted_pages.load(Ordering::Relaxed), 1);
+        let evicted = (0..8).find(|&p| !cache.is_cached(&t, p)).unwrap();
+        // Reading it again is a refault.
+        assert_eq!(cache.claim_run(&t, evicted, 1), (1, 1));
+    }
+
+    #[test]
+    fn a_copy_raced_by_an_eviction_is_discarded() {
+        let cache = Cache::new(1).unwrap();
+        let t = cache.table(1, 10);
+        ready(&cache, &t, 0, 1, Ok(PAGE));
+        let w = t.get(0).unwrap();
+        let mut buf = [0u8; 8];
+        assert!(cache.try_copy(w, 0, &mut buf).is_some());
+        // Evict page 0 and put page 1 in its slot: a copy through page 0's old word must fail.
+        ready(&cache, &t, 1, 1, Ok(PAGE));
+        assert!(cache.try_copy(w, 0, &mut buf).is_none());
+        assert!(matches!(read(&cache, &t, 0, &mut buf), Lookup::Absent));
+    }
+
+    /// Hit speed against a bare copy: `cargo test --release -p ahead --lib hit_speed --
+    /// --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn hit_speed() {
+        let n = 32768usize;
+        let cache = Cache::new(n).unwrap();
+        let t = cache.table(1, n as u64);
+        for p in (0..n as u64).step_by(256) {
+            let (c, _) = cache.claim_run(&t, p, 256);
+            let slots = cache.alloc(1, p, c as usize, true);
+            let len = slots.len() * PAGE;
+            cache.complete(&t, p, &slots, len as u64, &Ok(len));
+        }
+        let mut buf = vec![0u8; PAGE];
+        let mut stall = Duration::ZERO;
+        for _ in 0..3 {
+            let t0 = Instant::now();
+            for _ in 0..8 {
+                for p in 0..n as u64 {
+                    let _ = cache.read_page(&t, p, 0, &mut buf, false, &mut stall);
+                }
+            }
+            let mb = (8 * n * PAGE) as f64 / 1e6;
+            eprintln!("read_page: {:.0} MB/s", mb / t0.elapsed().as_secs_f64());
+            let t0 = Instant::now();
+            for _ in 0..8 {
+                for s in 0..n as u32 {
+                    // SAFETY: every slot is ready and nothing else runs.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            cache.arena().slot_ptr(s),
+                            buf.as_mut_ptr(),
+                            PAGE,
+                        )
+                    };
+                    std::hint::black_box(&buf);
+                }
+            }
+            eprintln!("copy alone: {:.0} MB/s", mb / t0.elapsed().as_secs_f64());
+        }
     }
 }

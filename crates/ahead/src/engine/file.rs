@@ -11,10 +11,11 @@ use std::path::{Path, PathBuf};
 use crate::units::PAGE_SIZE;
 
 /// An open file the cache holds pages of. Shared by every open of the same file.
-#[derive(Debug)]
 pub(crate) struct FileData {
     /// The cache's name for this file.
     pub id: u32,
+    /// Where its pages are in the cache.
+    pub table: std::sync::Arc<super::cache::PageTable>,
     pub fd: OwnedFd,
     pub path: PathBuf,
     /// Size in bytes when opened.

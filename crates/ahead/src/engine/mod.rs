@@ -422,8 +422,13 @@ struct Core {
 
 impl Completer for Core {
     fn complete(&self, op: Box<ReadOp>, result: io::Result<usize>) {
-        self.cache
-            .complete(op.file.id, op.first_page, &op.slots, op.expected, &result);
+        self.cache.complete(
+            &op.file.table,
+            op.first_page,
+            &op.slots,
+            op.expected,
+            &result,
+        );
         if result.is_err() {
             self.counters.io_errors.fetch_add(1, Ordering::Relaxed);
         }
@@ -507,11 +512,11 @@ impl Inner {
         let mut p = io.start_page;
         let mut brought = 0;
         while p < end {
-            p = cache.next_miss(file.id, p, end);
+            p = cache.next_miss(&file.table, p, end);
             if p >= end {
                 break;
             }
-            let (claimed, refault) = cache.claim_run(file.id, p, (end - p).min(io_max));
+            let (claimed, refault) = cache.claim_run(&file.table, p, (end - p).min(io_max));
             if claimed == 0 {
                 continue; // another reader claimed it first
             }
@@ -519,13 +524,13 @@ impl Inner {
             let slots = cache.alloc(file.id, p, claimed as usize, sync);
             let n = slots.len() as u64;
             if n < claimed {
-                cache.unclaim(file.id, p + n, p + claimed);
+                cache.unclaim(&file.table, p + n, p + claimed);
             }
             if n == 0 {
                 break; // no room for reading ahead now
             }
             if let Some(m) = io.marker_page.filter(|&m| m >= p && m < p + n) {
-                cache.set_marker((file.id, m));
+                cache.set_marker(&file.table, m, true);
             }
             out.push(self.make_op(file, p, slots, io.kind));
             brought += n;
@@ -666,8 +671,13 @@ impl Engine {
                     };
                     reg.ids.insert(key, (id, opened.identity));
                     let (ra, io) = crate::kernel::capture::device_limits(path);
+                    let table = inner
+                        .core
+                        .cache
+                        .table(id, opened.identity.size.div_ceil(PAGE_SIZE));
                     let d = Arc::new(FileData {
                         id,
+                        table,
                         fd: opened.fd,
                         path: path.to_path_buf(),
                         size: opened.identity.size,
@@ -814,15 +824,18 @@ impl RaContext for EngineCtx<'_> {
     fn is_cached(&self, page: u64) -> bool {
         let (s, e) = self.known_cached;
         (page >= s && page < e)
-            || page < self.file.pages() && self.engine.core.cache.is_cached((self.file.id, page))
+            || page < self.file.pages() && self.engine.core.cache.is_cached(&self.file.table, page)
     }
 
     fn has_marker(&self, page: u64) -> bool {
-        self.engine.core.cache.has_marker((self.file.id, page))
+        self.engine.core.cache.has_marker(&self.file.table, page)
     }
 
     fn clear_marker(&mut self, page: u64) {
-        self.engine.core.cache.clear_marker((self.file.id, page));
+        self.engine
+            .core
+            .cache
+            .set_marker(&self.file.table, page, false);
     }
 
     fn start_io(&mut self, io: IoRequest) -> u64 {
@@ -840,7 +853,7 @@ impl RaContext for EngineCtx<'_> {
         self.engine
             .core
             .cache
-            .next_miss(self.file.id, index, end.min(self.file.pages()))
+            .next_miss(&self.file.table, index, end.min(self.file.pages()))
     }
 
     fn readahead_budget(&self) -> u64 {
@@ -934,7 +947,7 @@ impl File {
         };
         let (first, end) = (read.first_page(), read.end_page());
         let cache = &self.engine.core.cache;
-        let id = self.data.id;
+        let table = &self.data.table;
         let len = len as usize;
         let mut done = 0usize;
         let mut page = first;
@@ -955,7 +968,8 @@ impl File {
             };
             let want = (PAGE - from).min(len - done);
             match cache.read_page(
-                (id, page),
+                table,
+                page,
                 from,
                 &mut buf[done..done + want],
                 false,
@@ -990,7 +1004,7 @@ impl File {
             };
             let want = (PAGE - from).min(len - done);
             let dst = &mut buf[done..done + want];
-            match cache.read_page((id, page), from, dst, true, &mut stall) {
+            match cache.read_page(table, page, from, dst, true, &mut stall) {
                 Lookup::Copied { n, whole, waited } => {
                     if waited || attempts > 0 {
                         misses += 1;
@@ -1141,7 +1155,10 @@ impl File {
                 let start = offset.div_ceil(PAGE_SIZE);
                 let end = offset.saturating_add(len) / PAGE_SIZE;
                 if end > start {
-                    self.engine.core.cache.drop_range(self.data.id, start, end);
+                    self.engine
+                        .core
+                        .cache
+                        .drop_range(&self.data.table, start, end);
                 }
                 Hint::DontNeed {
                     start_page: start,
