@@ -15,6 +15,8 @@ use ahead::report;
 use ahead::sim::{self, DeviceModel, RunReport, SimConfig};
 use ahead::units::PAGE_SIZE;
 use clap::{Args, Parser, Subcommand};
+
+mod bench;
 use serde_json::json;
 
 const AFTER_HELP: &str = "\
@@ -54,6 +56,48 @@ enum Command {
     /// Read files through the engine (io_uring, O_DIRECT, ahead's own readahead and cache) and
     /// write them to stdout, like cat.
     Cat(CatArgs),
+    /// Benchmark readahead on real I/O: the kernel, O_DIRECT, the engine's policies and the
+    /// device's own limit, on the same file, cold, repeated, side by side.
+    Bench(BenchArgs),
+}
+
+#[derive(Args)]
+struct BenchArgs {
+    /// The file to read (created with --size random bytes if missing). Default:
+    /// ahead-bench.dat in --dir.
+    #[arg(long, conflicts_with = "dir")]
+    file: Option<PathBuf>,
+    /// Where to create the test file and the nfiles files (default: the current directory;
+    /// not tmpfs).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Size of the test file.
+    #[arg(long, default_value = "2g")]
+    size: String,
+    /// A short suite: runs capped at 1 s, one repeat (under 2 minutes here).
+    #[arg(long)]
+    quick: bool,
+    /// Patterns to run, comma-separated (default: all).
+    #[arg(long)]
+    patterns: Option<String>,
+    /// Contenders, comma-separated: kernel, kernel-seq, direct, device, ahead:<policy>.
+    #[arg(long)]
+    contenders: Option<String>,
+    /// Repeats of every run (default 3; 1 with --quick).
+    #[arg(long)]
+    repeat: Option<usize>,
+    /// Longest one run may take, in seconds (default 4; 1 with --quick).
+    #[arg(long)]
+    cap_s: Option<f64>,
+    /// Memory budget of each engine.
+    #[arg(long, default_value = "256m")]
+    budget: String,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write a picture (SVG) of the ratios to the kernel per pattern to this file.
+    #[arg(long)]
+    plot: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -207,6 +251,7 @@ fn main() -> ExitCode {
         Command::Trace(a) => cmd_trace(a),
         Command::Compare(a) => cmd_compare(a),
         Command::Cat(a) => cmd_cat(a),
+        Command::Bench(a) => cmd_bench(a),
     };
     match outcome {
         Ok(text) => {
@@ -806,4 +851,160 @@ fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
         )));
     }
     Ok(String::new())
+}
+
+fn cmd_bench(a: BenchArgs) -> Result<String, Failure> {
+    use bench::sources::{Contender, EngineSettings};
+    let size = ahead::units::parse_size(&a.size)
+        .map_err(|e| usage(format!("--size: {e}")))?
+        .0;
+    if !(64 << 20..=1 << 40).contains(&size) {
+        return Err(usage("--size must be between 64m and 1t"));
+    }
+    let budget = ahead::units::parse_size(&a.budget)
+        .map_err(|e| usage(format!("--budget: {e}")))?
+        .0;
+    let patterns: Vec<String> = match &a.patterns {
+        Some(list) => {
+            let v: Vec<String> = list.split(',').map(|s| s.trim().to_string()).collect();
+            if let Some(bad) = v.iter().find(|p| !bench::PATTERNS.contains(&p.as_str())) {
+                return Err(usage(format!(
+                    "unknown pattern '{bad}'; known: {}",
+                    bench::PATTERNS.join(", ")
+                )));
+            }
+            v
+        }
+        None => bench::PATTERNS.iter().map(|s| s.to_string()).collect(),
+    };
+    let contenders = match &a.contenders {
+        Some(list) => list
+            .split(',')
+            .map(|s| Contender::parse(s.trim()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(usage)?,
+        None => bench::DEFAULT_CONTENDERS
+            .iter()
+            .map(|s| Contender::parse(s).expect("default contenders parse"))
+            .collect(),
+    };
+    let repeat = a.repeat.unwrap_or(if a.quick { 1 } else { 3 });
+    if repeat == 0 || repeat > 100 {
+        return Err(usage("--repeat must be between 1 and 100"));
+    }
+    let cap = a.cap_s.unwrap_or(if a.quick { 1.0 } else { 4.0 });
+    if !(cap > 0.0 && cap <= 3600.0) {
+        return Err(usage("--cap-s must be above 0 and at most 3600"));
+    }
+    let dir = a
+        .dir
+        .clone()
+        .or_else(|| {
+            a.file
+                .as_ref()
+                .and_then(|f| f.parent().map(|p| p.to_path_buf()))
+        })
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or_else(|| PathBuf::from("."));
+    if !dir.is_dir() {
+        return Err(runtime(format!("{}: not a directory", dir.display())));
+    }
+    if on_tmpfs(&dir) {
+        return Err(runtime(format!(
+            "{} is on tmpfs (memory): the benchmark needs a file on a disk; pass --dir or --file there",
+            dir.display()
+        )));
+    }
+    let file = a
+        .file
+        .clone()
+        .unwrap_or_else(|| dir.join("ahead-bench.dat"));
+    let size = ensure_file(&file, size)?;
+    let plan = bench::Plan {
+        file,
+        dir,
+        size,
+        patterns,
+        contenders,
+        repeat,
+        cap: std::time::Duration::from_secs_f64(cap),
+        engine: EngineSettings {
+            budget,
+            ra_max_kb: None,
+            io_max_kb: None,
+        },
+        quick: a.quick,
+    };
+    let outcome = bench::run(&plan).map_err(runtime)?;
+    if let Some(path) = &a.json {
+        let text = serde_json::to_string_pretty(&bench::json(&outcome)).expect("serializable");
+        std::fs::write(path, text + "\n")
+            .map_err(|e| runtime(format!("{}: {e}", path.display())))?;
+    }
+    if let Some(path) = &a.plot {
+        bench::plot(&outcome, path).map_err(|e| runtime(format!("{}: {e}", path.display())))?;
+    }
+    Ok(bench::table(&outcome))
+}
+
+/// Whether `dir` is on tmpfs or ramfs (memory, not a disk).
+fn on_tmpfs(dir: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: statfs fills a zeroed struct for a NUL-terminated path; the result is checked.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return false;
+    }
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    let t = st.f_type as i64;
+    t == TMPFS_MAGIC || t == RAMFS_MAGIC
+}
+
+/// Make sure `path` exists with at least `size` bytes (random, so nothing compresses or dedups
+/// them); returns the size to use (the file's, if it is larger).
+fn ensure_file(path: &std::path::Path, size: u64) -> Result<u64, Failure> {
+    use std::io::Write;
+    if let Ok(m) = std::fs::metadata(path) {
+        if !m.is_file() {
+            return Err(runtime(format!("{}: not a regular file", path.display())));
+        }
+        if m.len() >= size {
+            return Ok(size);
+        }
+    }
+    eprintln!(
+        "creating {} ({} MiB of random bytes)",
+        path.display(),
+        size >> 20
+    );
+    let mut f = std::io::BufWriter::with_capacity(
+        1 << 20,
+        std::fs::File::create(path).map_err(|e| runtime(format!("{}: {e}", path.display())))?,
+    );
+    let mut x = 0x2545_F491_4F6C_DD1Du64 ^ size;
+    let mut block = vec![0u8; 1 << 20];
+    let mut left = size;
+    while left > 0 {
+        for w in block.chunks_exact_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            w.copy_from_slice(&x.to_le_bytes());
+        }
+        let n = left.min(block.len() as u64) as usize;
+        f.write_all(&block[..n])
+            .map_err(|e| runtime(format!("{}: {e}", path.display())))?;
+        left -= n as u64;
+    }
+    f.flush()
+        .map_err(|e| runtime(format!("{}: {e}", path.display())))?;
+    // Written back, or dropping its cached pages before a cold run would not work.
+    f.get_ref()
+        .sync_all()
+        .map_err(|e| runtime(format!("{}: {e}", path.display())))?;
+    Ok(size)
 }

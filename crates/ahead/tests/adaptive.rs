@@ -225,3 +225,25 @@ fn a_remote_store_is_kept_busy_by_a_4k_reader() {
     let device = ahead::DeviceModel::REMOTE.streaming_mb_s(2048);
     assert!(mb_s >= 0.85 * device, "{mb_s:.0} MB/s of {device:.0}");
 }
+
+#[test]
+fn reads_as_large_as_the_window_still_read_ahead() {
+    // 1000 files read 64 KiB at a time in turn, a 256 MiB cache: each file's share of the
+    // budget allows a window no larger than one read. The stream must still be followed.
+    let config = SimConfig {
+        cache_pages: (256 << 20) / PAGE_SIZE as usize,
+        policy: PolicyConfig {
+            ra_max_pages: 8192,
+            io_max_pages: 1024,
+            ..PolicyConfig::default()
+        },
+        ..SimConfig::default()
+    };
+    let pattern = Pattern::parse("manyfiles:files=1000,size=1m,bs=64k").unwrap();
+    let m = sim::run("adaptive", config, pattern.workload())
+        .unwrap()
+        .faithful;
+    // At most the first two reads of each file wait; the other 14 of 16 were read ahead.
+    assert!(m.sync_requests <= 2000, "{m:?}");
+    assert!(m.async_requests >= 14_000, "{m:?}");
+}

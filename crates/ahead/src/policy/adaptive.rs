@@ -843,6 +843,12 @@ impl Policy for Adaptive {
             return;
         }
         self.top_up(i, s, e, ctx);
+        // A stream forward from its first read has now read that read: the next read
+        // continues from its end, even when the first window was no larger than the read.
+        let st = &mut self.streams[i];
+        if st.shape == Shape::Forward && st.run == 0 && st.reach < e {
+            st.reach = e;
+        }
     }
 
     fn on_thrashed(&mut self, pages: u64) {

@@ -1,0 +1,987 @@
+//! `ahead bench`: the seeds' benchmarks on real I/O, every contender on the same file in one
+//! run, cold for each (the kernel's cache dropped, a new engine), contenders alternating run by
+//! run, repeated; medians, spreads, and ratios to the kernel and to the device.
+//!
+//! Each run reads a pattern until it ends or a time cap (so slow contenders cost bounded time)
+//! and measures bytes, reads, per-read latency, CPU time (all threads of this process), and
+//! what the device saw (`/sys/.../stat`: requests and sectors read): pages read, and wasted
+//! ones (read but never asked for).
+
+mod plot;
+mod raw;
+pub mod sources;
+
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use sources::{Aligned, Contender, EngineSettings, Source};
+
+/// Every pattern, in suite order.
+pub const PATTERNS: &[&str] = &[
+    "seq-4k",
+    "seq-16k",
+    "seq-128k",
+    "seq-1m",
+    "reread-4k",
+    "reverse-64k",
+    "stride-16k",
+    "random-4k",
+    "random-mix",
+    "pread-16k",
+    "interleave-16",
+    "tiobench",
+    "random-4k-qd32",
+    "nfiles",
+    "overlap",
+    "paper",
+];
+
+/// The contenders run when none are named.
+pub const DEFAULT_CONTENDERS: &[&str] =
+    &["kernel", "kernel-seq", "direct", "ahead:adaptive", "device"];
+
+/// What to run.
+pub struct Plan {
+    pub file: PathBuf,
+    pub dir: PathBuf,
+    pub size: u64,
+    pub patterns: Vec<String>,
+    pub contenders: Vec<Contender>,
+    pub repeat: usize,
+    /// Longest a single run may take.
+    pub cap: Duration,
+    pub engine: EngineSettings,
+    pub quick: bool,
+}
+
+/// One run's measurements.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Run {
+    pub mb_per_s: f64,
+    pub iops: f64,
+    pub bytes: u64,
+    pub reads: u64,
+    pub elapsed_s: f64,
+    pub cpu_s: f64,
+    pub pages_read: u64,
+    /// Pages the device read that the run never asked for (`None`: not tracked).
+    pub wasted_pages: Option<u64>,
+    pub requests: u64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    /// For `paper`: the simulator's request count for the same pattern and policy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sim_requests: Option<u64>,
+    /// For `overlap`: the compute rate and the bounds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<serde_json::Value>,
+}
+
+/// A pattern x contender, over the repeats.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Row {
+    pub pattern: String,
+    pub contender: String,
+    pub mb_per_s: f64,
+    pub mb_per_s_min: f64,
+    pub mb_per_s_max: f64,
+    pub iops: f64,
+    pub cpu_s_per_gib: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub pages_read: u64,
+    pub wasted_pages: Option<u64>,
+    pub requests: u64,
+    pub vs_kernel: Option<f64>,
+    pub vs_device: Option<f64>,
+    pub runs: Vec<Run>,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn percentile(lat: &mut [u32], q: f64) -> f64 {
+    if lat.is_empty() {
+        return 0.0;
+    }
+    lat.sort_unstable();
+    let i = ((lat.len() - 1) as f64 * q).round() as usize;
+    lat[i] as f64 / 1000.0
+}
+
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills a zeroed struct.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// The block device's counters for `path`'s filesystem: (reads completed, sectors read).
+struct DiskStat(Option<PathBuf>);
+
+impl DiskStat {
+    fn for_path(path: &Path) -> DiskStat {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(m) = std::fs::metadata(path) else {
+            return DiskStat(None);
+        };
+        let (ma, mi) = (libc::major(m.dev()), libc::minor(m.dev()));
+        let p = PathBuf::from(format!("/sys/dev/block/{ma}:{mi}/stat"));
+        DiskStat(p.exists().then_some(p))
+    }
+
+    fn read(&self) -> (u64, u64) {
+        let Some(p) = &self.0 else { return (0, 0) };
+        let text = std::fs::read_to_string(p).unwrap_or_default();
+        let f: Vec<u64> = text
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        (
+            f.first().copied().unwrap_or(0),
+            f.get(2).copied().unwrap_or(0),
+        )
+    }
+}
+
+/// A single-threaded pattern's reads: (offset, length).
+fn reads_of(pattern: &str, size: u64) -> Box<dyn Iterator<Item = (u64, u64)>> {
+    let seq = move |bs: u64| Box::new((0..size.div_ceil(bs)).map(move |i| (i * bs, bs)));
+    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    match pattern {
+        "seq-4k" => seq(4096),
+        "seq-16k" | "pread-16k" => seq(16 << 10),
+        "seq-128k" => seq(128 << 10),
+        "seq-1m" => seq(1 << 20),
+        "reverse-64k" => {
+            let n = size / (64 << 10);
+            Box::new((0..n).rev().map(|i| (i * (64 << 10), 64 << 10)))
+        }
+        "stride-16k" => Box::new((0..size / (32 << 10)).map(|i| (i * (32 << 10), 16 << 10))),
+        "random-4k" => {
+            let pages = size / 4096;
+            Box::new((0..).map(move |_| ((next() % pages) * 4096, 4096)))
+        }
+        "random-mix" => {
+            // iozone's mix: half the reads continue, half jump to a random 16 KiB record.
+            let records = size / (16 << 10);
+            let mut at = 0;
+            Box::new((0..).map(move |_| {
+                let r = if next() % 2 == 0 {
+                    next() % records
+                } else {
+                    at % records
+                };
+                at = r + 1;
+                (r * (16 << 10), 16 << 10)
+            }))
+        }
+        _ => Box::new(std::iter::empty()),
+    }
+}
+
+/// Run `reads` on `source` until they end, `cap` passes, or `max_bytes`; `compute_ns_per_byte`
+/// of busy work after each read (the overlap pattern).
+fn drive(
+    source: &Source,
+    reads: impl Iterator<Item = (u64, u64)>,
+    cap: Duration,
+    max_bytes: u64,
+    compute_ns_per_byte: f64,
+    touched: &mut Touched,
+) -> Result<Measured, String> {
+    let mut buf = vec![0u8; 4 << 20];
+    let mut scratch = Aligned::new((4 << 20) + 8192);
+    let (mut bytes, mut n) = (0u64, 0u64);
+    let mut lat = Vec::new();
+    let start = Instant::now();
+    for (offset, len) in reads {
+        if start.elapsed() >= cap || bytes >= max_bytes {
+            break;
+        }
+        let t = Instant::now();
+        let got = source
+            .read_at(&mut buf[..len as usize], offset, &mut scratch)
+            .map_err(|e| format!("read at {offset}: {e}"))?;
+        lat.push(t.elapsed().as_nanos().min(u32::MAX as u128) as u32);
+        touched.mark(offset, got as u64);
+        bytes += got as u64;
+        n += 1;
+        if compute_ns_per_byte > 0.0 {
+            let until = t + Duration::from_nanos((got as f64 * compute_ns_per_byte) as u64);
+            while Instant::now() < until {
+                std::hint::spin_loop();
+            }
+        }
+    }
+    Ok((bytes, n, lat))
+}
+
+/// What a run measured: bytes, reads, and per-read latencies in ns.
+type Measured = (u64, u64, Vec<u32>);
+
+/// Pages a run asked for, to tell wasted device reads.
+struct Touched {
+    bits: Vec<u64>,
+    tracked: bool,
+}
+
+impl Touched {
+    fn new(size: u64) -> Touched {
+        Touched {
+            bits: vec![0; (size / 4096 / 64 + 1) as usize],
+            tracked: size > 0,
+        }
+    }
+    /// For runs whose reads are not followed (many threads at random).
+    fn untracked() -> Touched {
+        Touched {
+            bits: Vec::new(),
+            tracked: false,
+        }
+    }
+    fn mark(&mut self, offset: u64, len: u64) {
+        if len == 0 {
+            return;
+        }
+        for p in offset / 4096..=(offset + len - 1) / 4096 {
+            if let Some(w) = self.bits.get_mut((p / 64) as usize) {
+                *w |= 1 << (p % 64);
+            }
+        }
+    }
+    fn pages(&self) -> u64 {
+        self.bits.iter().map(|w| w.count_ones() as u64).sum()
+    }
+}
+
+/// Measure one run of `pattern` by `contender`. Opening (a new engine, the kernel's cache
+/// dropped) is not timed.
+fn run_one(plan: &Plan, pattern: &str, contender: &Contender) -> Result<Run, String> {
+    let disk = DiskStat::for_path(&plan.file);
+    let size = plan.size;
+    let mut touched = Touched::new(size);
+    if *contender == Contender::Device {
+        let (d0, cpu0) = (disk.read(), cpu_seconds());
+        let r =
+            raw::streaming(&plan.file, 1 << 20, 8, size, plan.cap).map_err(|e| e.to_string())?;
+        touched.mark(0, r.bytes);
+        return Ok(finish(
+            (r.bytes, r.reads, r.latencies),
+            r.elapsed,
+            cpu_seconds() - cpu0,
+            d0,
+            disk.read(),
+            &touched,
+        ));
+    }
+    let source = Source::open(contender, &plan.file, &plan.engine).map_err(|e| e.to_string())?;
+    if pattern == "reread-4k" {
+        // Bring it in, unmeasured; then the measured pass.
+        let region = (plan.engine.budget / 2).min(size);
+        drive(
+            &source,
+            reads_of("seq-4k", region),
+            plan.cap * 4,
+            region,
+            0.0,
+            &mut Touched::new(size),
+        )?;
+        let (d1, c1, t1) = (disk.read(), cpu_seconds(), Instant::now());
+        let r = drive(
+            &source,
+            reads_of("seq-4k", region),
+            plan.cap,
+            u64::MAX,
+            0.0,
+            &mut touched,
+        )?;
+        return Ok(finish(
+            r,
+            t1.elapsed(),
+            cpu_seconds() - c1,
+            d1,
+            disk.read(),
+            &touched,
+        ));
+    }
+    let (d0, cpu0, t0) = (disk.read(), cpu_seconds(), Instant::now());
+    let r = match pattern {
+        "interleave-16" => {
+            let r = interleave(&source, size, 16, plan.cap)?;
+            touched.mark(0, r.0);
+            r
+        }
+        "tiobench" => {
+            touched = Touched::untracked();
+            tiobench(&source, size, plan.cap)?
+        }
+        p => {
+            let max = if p.starts_with("random") {
+                size
+            } else {
+                u64::MAX
+            };
+            drive(&source, reads_of(p, size), plan.cap, max, 0.0, &mut touched)?
+        }
+    };
+    Ok(finish(
+        r,
+        t0.elapsed(),
+        cpu_seconds() - cpu0,
+        d0,
+        disk.read(),
+        &touched,
+    ))
+}
+
+fn finish(
+    (bytes, reads, mut lat): (u64, u64, Vec<u32>),
+    elapsed: Duration,
+    cpu_s: f64,
+    d0: (u64, u64),
+    d1: (u64, u64),
+    touched: &Touched,
+) -> Run {
+    let secs = elapsed.as_secs_f64().max(1e-9);
+    let pages_read = d1.1.saturating_sub(d0.1) / 8;
+    Run {
+        mb_per_s: bytes as f64 / 1e6 / secs,
+        iops: reads as f64 / secs,
+        bytes,
+        reads,
+        elapsed_s: secs,
+        cpu_s,
+        pages_read,
+        wasted_pages: touched
+            .tracked
+            .then(|| pages_read.saturating_sub(touched.pages())),
+        requests: d1.0.saturating_sub(d0.0),
+        p50_us: percentile(&mut lat, 0.5),
+        p99_us: percentile(&mut lat, 0.99),
+        sim_requests: None,
+        overlap: None,
+    }
+}
+
+/// 16 threads on one file: each takes the next 64 KiB (16 pages) from a shared counter and reads
+/// it in 4 KiB reads, so the file is read in a scrambled order (the nfsd case).
+fn interleave(source: &Source, size: u64, threads: u64, cap: Duration) -> Result<Measured, String> {
+    let next = AtomicU64::new(0);
+    let chunks = size / (64 << 10);
+    let deadline = Instant::now() + cap;
+    let results: Vec<Result<Measured, String>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|_| {
+                let next = &next;
+                s.spawn(move || {
+                    let mut buf = vec![0u8; 4096];
+                    let mut scratch = Aligned::new(16384);
+                    let (mut b, mut n, mut lat) = (0u64, 0u64, Vec::new());
+                    loop {
+                        let c = next.fetch_add(1, Ordering::Relaxed);
+                        if c >= chunks || Instant::now() >= deadline {
+                            return Ok((b, n, lat));
+                        }
+                        for k in 0..16 {
+                            let t = Instant::now();
+                            let got = source
+                                .read_at(&mut buf, c * (64 << 10) + k * 4096, &mut scratch)
+                                .map_err(|e| e.to_string())?;
+                            lat.push(t.elapsed().as_nanos().min(u32::MAX as u128) as u32);
+                            b += got as u64;
+                            n += 1;
+                        }
+                    }
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("thread panicked".into())))
+            .collect()
+    });
+    let (mut b, mut n, mut lat) = (0, 0, Vec::new());
+    for r in results {
+        let (x, y, l) = r?;
+        b += x;
+        n += y;
+        lat.extend(l);
+    }
+    Ok((b, n, lat))
+}
+
+/// tiobench's random read test as in the 2004 thread's tables: random 16 KiB and 512 KiB reads
+/// by 1, 4, 16 and 64 threads, each for a quarter of the cap; the total.
+fn tiobench(source: &Source, size: u64, cap: Duration) -> Result<Measured, String> {
+    let (mut b, mut n, mut lat) = (0u64, 0u64, Vec::new());
+    for bs in [16u64 << 10, 512 << 10] {
+        for threads in [1u64, 4, 16, 64] {
+            let deadline = Instant::now() + cap / 8;
+            let units = size / bs;
+            let results: Vec<Result<Measured, String>> = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..threads)
+                    .map(|t| {
+                        s.spawn(move || {
+                            let mut buf = vec![0u8; bs as usize];
+                            let mut scratch = Aligned::new(bs as usize + 8192);
+                            let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (t + 1) ^ bs;
+                            let (mut b, mut n, mut lat) = (0u64, 0u64, Vec::new());
+                            while Instant::now() < deadline {
+                                x ^= x << 13;
+                                x ^= x >> 7;
+                                x ^= x << 17;
+                                let t0 = Instant::now();
+                                let got = source
+                                    .read_at(&mut buf, (x % units) * bs, &mut scratch)
+                                    .map_err(|e| e.to_string())?;
+                                lat.push(t0.elapsed().as_nanos().min(u32::MAX as u128) as u32);
+                                b += got as u64;
+                                n += 1;
+                            }
+                            Ok((b, n, lat))
+                        })
+                    })
+                    .collect();
+                hs.into_iter()
+                    .map(|h| h.join().unwrap_or_else(|_| Err("thread panicked".into())))
+                    .collect()
+            });
+            for r in results {
+                let (x, y, l) = r?;
+                b += x;
+                n += y;
+                lat.extend(l);
+            }
+        }
+    }
+    Ok((b, n, lat))
+}
+
+/// The rows of one suite, and notes on what could not run.
+pub struct Outcome {
+    pub rows: Vec<Row>,
+    pub notes: Vec<String>,
+    pub machine: serde_json::Value,
+}
+
+/// Run the plan.
+pub fn run(plan: &Plan) -> Result<Outcome, String> {
+    let mut notes = Vec::new();
+    let plain: Vec<&String> = plan
+        .patterns
+        .iter()
+        .filter(|p| {
+            !matches!(
+                p.as_str(),
+                "random-4k-qd32" | "nfiles" | "overlap" | "paper"
+            )
+        })
+        .collect();
+    let total_runs = plan.repeat * plain.len() * plan.contenders.len()
+        + plan
+            .patterns
+            .iter()
+            .filter(|p| *p == "random-4k-qd32")
+            .count()
+            * plan.repeat
+            * 3
+        + plan.patterns.iter().filter(|p| *p == "overlap").count() * plan.repeat * 4
+        + plan.patterns.iter().filter(|p| *p == "nfiles").count() * plan.repeat * 6
+        + plan.patterns.iter().filter(|p| *p == "paper").count() * 7 * 4;
+    let bar = if std::io::stderr().is_terminal() {
+        let b = indicatif::ProgressBar::new(total_runs as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:40} {pos}/{len} {msg} [{elapsed}, ~{eta} left]",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let mut runs: Vec<(String, String, Run)> = Vec::new();
+    let mut push = |p: &str, c: &str, r: Run| runs.push((p.to_string(), c.to_string(), r));
+    for rep in 0..plan.repeat {
+        for p in &plain {
+            // Contenders alternate: each repeat starts one further along.
+            let n = plan.contenders.len();
+            for k in 0..n {
+                let c = &plan.contenders[(k + rep) % n];
+                bar.set_message(format!("{p} {}", c.name()));
+                match run_one(plan, p, c) {
+                    Ok(r) => push(p, &c.name(), r),
+                    Err(e) => notes.push(format!("{p} {}: {e}", c.name())),
+                }
+                bar.inc(1);
+            }
+        }
+        if plan.patterns.iter().any(|p| p == "random-4k-qd32") {
+            let total = (4u64 << 30) / 4096;
+            for m in ["sync", "threads", "uring"] {
+                bar.set_message(format!("random-4k-qd32 {m}"));
+                let (c0, t0) = (cpu_seconds(), Instant::now());
+                match raw::random_qd32(&plan.file, m, total, plan.cap) {
+                    Ok(r) => {
+                        let mut run = finish(
+                            (r.bytes, r.reads, r.latencies),
+                            t0.elapsed(),
+                            cpu_seconds() - c0,
+                            (0, 0),
+                            (0, 0),
+                            &Touched::untracked(),
+                        );
+                        run.requests = r.reads;
+                        run.pages_read = r.reads;
+                        push("random-4k-qd32", m, run);
+                    }
+                    Err(e) => notes.push(format!("random-4k-qd32 {m}: {e}")),
+                }
+                bar.inc(1);
+            }
+        }
+        if plan.patterns.iter().any(|p| p == "overlap") {
+            if let Err(e) = overlap(plan, &mut push, &bar) {
+                notes.push(format!("overlap: {e}"));
+            }
+        }
+        if plan.patterns.iter().any(|p| p == "nfiles") {
+            if let Err(e) = nfiles(plan, &mut push, &bar) {
+                notes.push(format!("nfiles: {e}"));
+            }
+        }
+    }
+    if plan.patterns.iter().any(|p| p == "paper") {
+        if let Err(e) = paper(plan, &mut push, &bar) {
+            notes.push(format!("paper: {e}"));
+        }
+    }
+    bar.finish_and_clear();
+    Ok(Outcome {
+        rows: rows(&runs),
+        notes,
+        machine: machine(plan),
+    })
+}
+
+/// The overlap of I/O and computation (the 1996 seed): a reader that computes at `C` bytes/s on
+/// what it reads, with C a quarter of and four times the device's streaming rate D. Achieved
+/// rate against min(C, D) (perfect overlap) and 1/(1/C + 1/D) (none).
+fn overlap(
+    plan: &Plan,
+    push: &mut impl FnMut(&str, &str, Run),
+    bar: &indicatif::ProgressBar,
+) -> Result<(), String> {
+    let d =
+        raw::streaming(&plan.file, 1 << 20, 8, plan.size, plan.cap).map_err(|e| e.to_string())?;
+    let dev = d.bytes as f64 / d.elapsed.as_secs_f64();
+    for (label, c) in [("overlap-slow", dev / 4.0), ("overlap-fast", dev * 4.0)] {
+        for contender in [Contender::Kernel, Contender::Ahead("adaptive".into())] {
+            bar.set_message(format!("{label} {}", contender.name()));
+            let source =
+                Source::open(&contender, &plan.file, &plan.engine).map_err(|e| e.to_string())?;
+            let mut touched = Touched::new(plan.size);
+            let (c0, t0) = (cpu_seconds(), Instant::now());
+            let r = drive(
+                &source,
+                reads_of("seq-128k", plan.size),
+                plan.cap,
+                u64::MAX,
+                1e9 / c,
+                &mut touched,
+            )?;
+            let mut run = finish(
+                r,
+                t0.elapsed(),
+                cpu_seconds() - c0,
+                (0, 0),
+                (0, 0),
+                &touched,
+            );
+            let achieved = run.mb_per_s * 1e6;
+            run.overlap = Some(json!({
+                "compute_mb_per_s": c / 1e6,
+                "device_mb_per_s": dev / 1e6,
+                "perfect_mb_per_s": c.min(dev) / 1e6,
+                "serial_mb_per_s": 1.0 / (1.0 / c + 1.0 / dev) / 1e6,
+                "share_of_perfect": achieved / c.min(dev),
+            }));
+            push(label, &contender.name(), run);
+            bar.inc(1);
+        }
+    }
+    Ok(())
+}
+
+/// N files read slowly at once (the 1999 seed's select-vs-aio table): one reader takes 64 KiB
+/// from each file in turn, N = 10, 100, 1000, the same bytes in all; throughput against N.
+fn nfiles(
+    plan: &Plan,
+    push: &mut impl FnMut(&str, &str, Run),
+    bar: &indicatif::ProgressBar,
+) -> Result<(), String> {
+    // Every file the same size whatever N (1 MiB; 256 KiB with --quick), so each stream is as
+    // long at N = 1000 as at N = 10 and only their number changes.
+    let each: u64 = if plan.quick { 256 << 10 } else { 1 << 20 };
+    for n in [10u64, 100, 1000] {
+        let dir = plan.dir.join(format!("ahead-bench-nfiles-{n}"));
+        let paths = make_files(&dir, n, each)?;
+        for contender in [Contender::Kernel, Contender::Ahead("adaptive".into())] {
+            bar.set_message(format!("nfiles-{n} {}", contender.name()));
+            let engine = ahead::engine::Engine::builder()
+                .budget(plan.engine.budget)
+                .build()
+                .map_err(|e| e.to_string())?;
+            let mut files_k = Vec::new();
+            let mut files_a = Vec::new();
+            for p in &paths {
+                sources::drop_kernel_cache(p).map_err(|e| e.to_string())?;
+                match contender {
+                    Contender::Kernel => {
+                        files_k.push(std::fs::File::open(p).map_err(|e| e.to_string())?)
+                    }
+                    _ => files_a.push(engine.open(p).map_err(|e| e.to_string())?),
+                }
+            }
+            let mut buf = vec![0u8; 64 << 10];
+            let (c0, t0) = (cpu_seconds(), Instant::now());
+            let (mut bytes, mut reads, mut lat) = (0u64, 0u64, Vec::new());
+            let mut off = 0;
+            'outer: while off < each {
+                for i in 0..n as usize {
+                    if t0.elapsed() >= plan.cap {
+                        break 'outer;
+                    }
+                    let t = Instant::now();
+                    let got = match contender {
+                        Contender::Kernel => {
+                            std::os::unix::fs::FileExt::read_at(&files_k[i], &mut buf, off)
+                        }
+                        _ => files_a[i].read_at(&mut buf, off),
+                    }
+                    .map_err(|e| e.to_string())?;
+                    lat.push(t.elapsed().as_nanos().min(u32::MAX as u128) as u32);
+                    bytes += got as u64;
+                    reads += 1;
+                }
+                off += 64 << 10;
+            }
+            let mut run = finish(
+                (bytes, reads, lat),
+                t0.elapsed(),
+                cpu_seconds() - c0,
+                (0, 0),
+                (0, 0),
+                &Touched::untracked(),
+            );
+            if !files_a.is_empty() {
+                let st = engine.stats();
+                if std::env::var_os("AHEAD_BENCH_DEBUG").is_some() {
+                    eprintln!("nfiles-{n}: {st}");
+                }
+                run.requests = st.requests;
+                run.pages_read = st.pages_read;
+            }
+            push(&format!("nfiles-{n}"), &contender.name(), run);
+            bar.inc(1);
+        }
+    }
+    Ok(())
+}
+
+fn make_files(dir: &Path, n: u64, each: u64) -> Result<Vec<PathBuf>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let block: Vec<u8> = (0..each).map(|i| (i * 31 % 251) as u8).collect();
+    (0..n)
+        .map(|i| {
+            let p = dir.join(format!("f{i:04}"));
+            if std::fs::metadata(&p).map(|m| m.len()).ok() != Some(each) {
+                std::fs::write(&p, &block).map_err(|e| format!("{}: {e}", p.display()))?;
+            }
+            // Written back, or dropping its cached pages before a cold run would not work.
+            std::fs::File::open(&p)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| format!("{}: {e}", p.display()))?;
+            Ok(p)
+        })
+        .collect()
+}
+
+/// The paper's Figures 4-10 on the real file: the engine's request count for each policy beside
+/// the simulator's prediction for the same pattern, window (128 KiB), largest request and cache.
+fn paper(
+    plan: &Plan,
+    push: &mut impl FnMut(&str, &str, Run),
+    bar: &indicatif::ProgressBar,
+) -> Result<(), String> {
+    use ahead::paper::FIGURES;
+    for fig in &FIGURES {
+        for policy in ["linux-2.6.7", "pratt", "linux-ondemand", "adaptive"] {
+            bar.set_message(format!("paper fig {} {policy}", fig.figure));
+            let pattern = fig.pattern(0);
+            let workload = pattern.workload();
+            let span = (fig.read_pages + fig.seek_pages) * fig.repeat * 4096;
+            if span > plan.size {
+                return Err(format!(
+                    "figure {} needs a file of {span} bytes",
+                    fig.figure
+                ));
+            }
+            let engine = ahead::engine::Engine::builder()
+                .policy(policy)
+                .budget(plan.engine.budget)
+                .ra_max_kb(128)
+                .io_max_kb(128)
+                .backend(ahead::engine::BackendChoice::Sync)
+                .build()
+                .map_err(|e| e.to_string())?;
+            sources::drop_kernel_cache(&plan.file).map_err(|e| e.to_string())?;
+            let file = engine.open(&plan.file).map_err(|e| e.to_string())?;
+            let mut buf = vec![0u8; 1 << 20];
+            let (c0, t0) = (cpu_seconds(), Instant::now());
+            let (mut bytes, mut reads) = (0u64, 0u64);
+            let mut lat = Vec::new();
+            for ev in workload.events {
+                if let ahead::Event::Read { offset, len, .. } = ev {
+                    let t = Instant::now();
+                    bytes += file
+                        .read_at(&mut buf[..len.0 as usize], offset.0)
+                        .map_err(|e| e.to_string())? as u64;
+                    lat.push(t.elapsed().as_nanos().min(u32::MAX as u128) as u32);
+                    reads += 1;
+                }
+            }
+            let stats = engine.stats();
+            let sim = ahead::sim::run(
+                policy,
+                ahead::SimConfig {
+                    cache_pages: (plan.engine.budget / 4096) as usize,
+                    policy: ahead::PolicyConfig {
+                        ra_max_pages: 32,
+                        io_max_pages: 32,
+                        fixed_pages: 32,
+                        folio_max_order: 0,
+                    },
+                    ..ahead::SimConfig::default()
+                },
+                pattern.workload(),
+            )?;
+            let mut run = finish(
+                (bytes, reads, lat),
+                t0.elapsed(),
+                cpu_seconds() - c0,
+                (0, 0),
+                (0, 0),
+                &Touched::untracked(),
+            );
+            run.requests = stats.requests;
+            run.pages_read = stats.pages_read;
+            run.wasted_pages = Some(
+                stats
+                    .pages_read
+                    .saturating_sub(sim.faithful.pages_requested),
+            );
+            run.sim_requests = Some(sim.faithful.read_requests);
+            push(
+                &format!("paper-fig{}", fig.figure),
+                &format!("ahead:{policy}"),
+                run,
+            );
+            bar.inc(1);
+        }
+    }
+    Ok(())
+}
+
+fn rows(runs: &[(String, String, Run)]) -> Vec<Row> {
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for (p, c, _) in runs {
+        if !keys.iter().any(|(a, b)| a == p && b == c) {
+            keys.push((p.clone(), c.clone()));
+        }
+    }
+    let device: Vec<f64> = runs
+        .iter()
+        .filter(|(_, c, _)| c == "device")
+        .map(|(_, _, r)| r.mb_per_s)
+        .collect();
+    let device = (!device.is_empty()).then(|| median(device));
+    let mut out: Vec<Row> = keys
+        .into_iter()
+        .map(|(p, c)| {
+            let rs: Vec<Run> = runs
+                .iter()
+                .filter(|(a, b, _)| *a == p && *b == c)
+                .map(|x| x.2.clone())
+                .collect();
+            let get = |f: fn(&Run) -> f64| median(rs.iter().map(f).collect());
+            let mbs: Vec<f64> = rs.iter().map(|r| r.mb_per_s).collect();
+            Row {
+                pattern: p,
+                contender: c,
+                mb_per_s: median(mbs.clone()),
+                mb_per_s_min: mbs.iter().copied().fold(f64::INFINITY, f64::min),
+                mb_per_s_max: mbs.iter().copied().fold(0.0, f64::max),
+                iops: get(|r| r.iops),
+                cpu_s_per_gib: median(
+                    rs.iter()
+                        .map(|r| r.cpu_s / (r.bytes.max(1) as f64 / (1u64 << 30) as f64))
+                        .collect(),
+                ),
+                p50_us: get(|r| r.p50_us),
+                p99_us: get(|r| r.p99_us),
+                pages_read: get(|r| r.pages_read as f64) as u64,
+                wasted_pages: rs
+                    .iter()
+                    .all(|r| r.wasted_pages.is_some())
+                    .then(|| get(|r| r.wasted_pages.unwrap_or(0) as f64) as u64),
+                requests: get(|r| r.requests as f64) as u64,
+                vs_kernel: None,
+                vs_device: None,
+                runs: rs,
+            }
+        })
+        .collect();
+    // Ratios: to `kernel` on the same pattern, to the device's streaming rate.
+    for i in 0..out.len() {
+        let k = out
+            .iter()
+            .find(|r| r.pattern == out[i].pattern && r.contender == "kernel")
+            .map(|r| r.mb_per_s);
+        out[i].vs_kernel = k.filter(|&k| k > 0.0).map(|k| out[i].mb_per_s / k);
+        out[i].vs_device = device.filter(|&d| d > 0.0).map(|d| out[i].mb_per_s / d);
+    }
+    out
+}
+
+fn machine(plan: &Plan) -> serde_json::Value {
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    let (ra, io) = ahead::kernel::capture::device_limits(&plan.file);
+    json!({
+        "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        "cpu": cpu,
+        "kernel": kernel.trim(),
+        "file": plan.file.display().to_string(),
+        "size_bytes": plan.size,
+        "read_ahead_kb": ra,
+        "max_sectors_kb": io,
+        "engine_budget_bytes": plan.engine.budget,
+        "repeat": plan.repeat,
+        "cap_s": plan.cap.as_secs_f64(),
+    })
+}
+
+/// The readable table.
+pub fn table(o: &Outcome) -> String {
+    let mut s = String::new();
+    let m = &o.machine;
+    let _ = writeln!(
+        s,
+        "ahead bench: {} ({} bytes), {} CPUs, Linux {}, read_ahead_kb {}, max_sectors_kb {}; median of {} (min-max), runs capped at {} s\n",
+        m["file"].as_str().unwrap_or(""),
+        m["size_bytes"],
+        m["cpus"],
+        m["kernel"].as_str().unwrap_or(""),
+        m["read_ahead_kb"],
+        m["max_sectors_kb"],
+        m["repeat"],
+        m["cap_s"]
+    );
+    let _ = writeln!(
+        s,
+        "{:<20} {:<20} {:>9} {:>15} {:>9} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
+        "pattern",
+        "contender",
+        "MB/s",
+        "(min-max)",
+        "IOPS",
+        "CPU s/GiB",
+        "pages read",
+        "wasted",
+        "requests",
+        "p50 us",
+        "p99 us",
+        "x kernel",
+        "x device"
+    );
+    for r in &o.rows {
+        let ratio = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
+        let _ = writeln!(
+            s,
+            "{:<20} {:<20} {:>9.1} {:>15} {:>9.0} {:>9.2} {:>10} {:>9} {:>9} {:>9.1} {:>9.1} {:>8} {:>8}",
+            r.pattern,
+            r.contender,
+            r.mb_per_s,
+            format!("{:.0}-{:.0}", r.mb_per_s_min, r.mb_per_s_max),
+            r.iops,
+            r.cpu_s_per_gib,
+            r.pages_read,
+            r.wasted_pages.map_or("-".to_string(), |w| w.to_string()),
+            r.requests,
+            r.p50_us,
+            r.p99_us,
+            ratio(r.vs_kernel),
+            ratio(r.vs_device)
+        );
+        if let Some(sim) = r.runs.first().and_then(|x| x.sim_requests) {
+            let _ = writeln!(
+                s,
+                "{:<41} engine requests {} (simulator: {sim})",
+                "", r.requests
+            );
+        }
+        if let Some(ov) = r.runs.first().and_then(|x| x.overlap.as_ref()) {
+            let share = median(
+                r.runs
+                    .iter()
+                    .filter_map(|x| x.overlap.as_ref()?["share_of_perfect"].as_f64())
+                    .collect(),
+            );
+            let _ = writeln!(
+                s,
+                "{:<41} compute {:.0} MB/s, device {:.0} MB/s: {:.0}% of min(C, D) = {:.0}; no overlap would give {:.0}",
+                "",
+                ov["compute_mb_per_s"].as_f64().unwrap_or(0.0),
+                ov["device_mb_per_s"].as_f64().unwrap_or(0.0),
+                100.0 * share,
+                ov["perfect_mb_per_s"].as_f64().unwrap_or(0.0),
+                ov["serial_mb_per_s"].as_f64().unwrap_or(0.0)
+            );
+        }
+    }
+    for n in &o.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    s
+}
+
+/// The JSON document.
+pub fn json(o: &Outcome) -> serde_json::Value {
+    json!({ "machine": o.machine, "results": o.rows, "notes": o.notes })
+}
+
+pub use plot::plot;

@@ -1,0 +1,194 @@
+//! What a benchmark reads through: the kernel (buffered `pread`, with or without
+//! `POSIX_FADV_SEQUENTIAL`), `O_DIRECT` with no readahead at all, or the engine with a policy.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use ahead::engine::{self, Engine};
+
+/// A contender: how a pattern's reads reach the file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Contender {
+    /// Buffered `pread(2)`: the kernel's page cache and readahead as configured.
+    Kernel,
+    /// The same, after `POSIX_FADV_SEQUENTIAL`.
+    KernelSeq,
+    /// `O_DIRECT` `pread(2)`: no cache, no readahead: the floor.
+    Direct,
+    /// The engine with this policy.
+    Ahead(String),
+    /// `O_DIRECT` 1 MiB reads at queue depth 8 over the file: the device's ceiling.
+    Device,
+}
+
+impl Contender {
+    pub fn parse(s: &str) -> Result<Contender, String> {
+        Ok(match s {
+            "kernel" => Contender::Kernel,
+            "kernel-seq" => Contender::KernelSeq,
+            "direct" => Contender::Direct,
+            "device" => Contender::Device,
+            other => match other.strip_prefix("ahead:") {
+                Some(p) => {
+                    ahead::policy::validate_name(p)?;
+                    if p == ahead::policy::ORACLE {
+                        return Err("ahead:oracle cannot run on real files (it needs the whole trace in advance)".into());
+                    }
+                    Contender::Ahead(p.to_string())
+                }
+                None => {
+                    return Err(format!(
+                        "unknown contender '{other}'; known: kernel, kernel-seq, direct, device, ahead:<policy>"
+                    ))
+                }
+            },
+        })
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            Contender::Kernel => "kernel".into(),
+            Contender::KernelSeq => "kernel-seq".into(),
+            Contender::Direct => "direct".into(),
+            Contender::Ahead(p) => format!("ahead:{p}"),
+            Contender::Device => "device".into(),
+        }
+    }
+}
+
+/// Drop `path`'s pages from the kernel's cache, so a run starts cold.
+pub fn drop_kernel_cache(path: &Path) -> io::Result<()> {
+    let f = File::open(path)?;
+    // SAFETY: fadvise on an open descriptor.
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
+
+/// A file opened `O_DIRECT`.
+pub fn open_direct(path: &Path) -> io::Result<File> {
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path with a NUL byte"))?;
+    // SAFETY: a NUL-terminated path; the result is checked and owned at once.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECT | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor just returned by open(2), owned by no one else.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// A page-aligned buffer, for `O_DIRECT`.
+pub struct Aligned {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: an owned allocation, used by one thread at a time through &mut.
+unsafe impl Send for Aligned {}
+
+impl Aligned {
+    pub fn new(len: usize) -> Aligned {
+        let len = len.max(4096).next_multiple_of(4096);
+        let layout = std::alloc::Layout::from_size_align(len, 4096).expect("layout");
+        // SAFETY: a non-zero layout; checked for null.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        assert!(!ptr.is_null(), "out of memory");
+        Aligned { ptr, len }
+    }
+
+    pub fn as_mut(&mut self) -> &mut [u8] {
+        // SAFETY: the allocation is `len` bytes, owned by self.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+
+    pub fn ptr(&mut self) -> *mut u8 {
+        self.ptr
+    }
+}
+
+impl Drop for Aligned {
+    fn drop(&mut self) {
+        let layout = std::alloc::Layout::from_size_align(self.len, 4096).expect("layout");
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr, layout) };
+    }
+}
+
+/// An open source for one run.
+pub enum Source {
+    Kernel(File),
+    Direct(File),
+    /// The engine's file (which holds the engine).
+    Ahead(engine::File),
+}
+
+impl Source {
+    /// Open `path` for `contender` (not `Device`), cold: the kernel's cache for it dropped, and
+    /// for the engine a new engine (its cache empty).
+    pub fn open(contender: &Contender, path: &Path, engine: &EngineSettings) -> io::Result<Source> {
+        drop_kernel_cache(path)?;
+        Ok(match contender {
+            Contender::Kernel => Source::Kernel(File::open(path)?),
+            Contender::KernelSeq => {
+                let f = File::open(path)?;
+                // SAFETY: fadvise on an open descriptor.
+                unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_SEQUENTIAL) };
+                Source::Kernel(f)
+            }
+            Contender::Direct => Source::Direct(open_direct(path)?),
+            Contender::Ahead(policy) => {
+                let mut b = Engine::builder().policy(policy).budget(engine.budget);
+                if let Some(kb) = engine.ra_max_kb {
+                    b = b.ra_max_kb(kb);
+                }
+                if let Some(kb) = engine.io_max_kb {
+                    b = b.io_max_kb(kb);
+                }
+                Source::Ahead(b.build()?.open(path)?)
+            }
+            Contender::Device => {
+                return Err(io::Error::other("the device contender has no source"))
+            }
+        })
+    }
+
+    /// Read `buf.len()` bytes at `offset` (fewer at the end of the file). `scratch` is a
+    /// page-aligned buffer at least as large as `buf` plus two pages, for `O_DIRECT`.
+    pub fn read_at(&self, buf: &mut [u8], offset: u64, scratch: &mut Aligned) -> io::Result<usize> {
+        match self {
+            Source::Kernel(f) => f.read_at(buf, offset),
+            Source::Ahead(f) => f.read_at(buf, offset),
+            Source::Direct(f) => {
+                let start = offset & !4095;
+                let end = (offset + buf.len() as u64).next_multiple_of(4096);
+                let span = (end - start) as usize;
+                let s = &mut scratch.as_mut()[..span];
+                let n = f.read_at(s, start)?;
+                let skip = (offset - start) as usize;
+                let got = n.saturating_sub(skip).min(buf.len());
+                buf[..got].copy_from_slice(&s[skip..skip + got]);
+                Ok(got)
+            }
+        }
+    }
+}
+
+/// Settings every `ahead:` contender gets.
+#[derive(Clone, Copy, Debug)]
+pub struct EngineSettings {
+    pub budget: u64,
+    pub ra_max_kb: Option<u64>,
+    pub io_max_kb: Option<u64>,
+}
