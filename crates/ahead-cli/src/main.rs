@@ -95,7 +95,8 @@ struct BenchArgs {
     /// Write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Write a picture (SVG) of the ratios to the kernel per pattern to this file.
+    /// Write a picture (SVG) of the ratios to the kernel per pattern to this file, and one of
+    /// the first engine run's requests over time beside it (NAME-windows.svg).
     #[arg(long)]
     plot: Option<PathBuf>,
 }
@@ -930,6 +931,7 @@ fn cmd_bench(a: BenchArgs) -> Result<String, Failure> {
         cap: std::time::Duration::from_secs_f64(cap),
         engine: EngineSettings {
             budget,
+            record_requests: false,
             ra_max_kb: None,
             io_max_kb: None,
         },
@@ -943,6 +945,12 @@ fn cmd_bench(a: BenchArgs) -> Result<String, Failure> {
     }
     if let Some(path) = &a.plot {
         bench::plot(&outcome, path).map_err(|e| runtime(format!("{}: {e}", path.display())))?;
+        if let Some((label, log)) = &outcome.windows {
+            let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("plot");
+            let w = path.with_file_name(format!("{stem}-windows.svg"));
+            bench::plot_windows(label, log, &w)
+                .map_err(|e| runtime(format!("{}: {e}", w.display())))?;
+        }
     }
     Ok(bench::table(&outcome))
 }

@@ -583,3 +583,116 @@ fn cat_of_an_unreadable_file_says_permission_denied() {
     assert_clean_failure(&out, 1, "Permission denied");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn bench_bad_input_fails_cleanly() {
+    let dir = tmpdir("bench-bad");
+    let d = dir.to_str().unwrap();
+    assert_clean_failure(
+        &ahead(&["bench", "--dir", d, "--patterns", "seq-9k"]),
+        2,
+        "unknown pattern",
+    );
+    assert_clean_failure(
+        &ahead(&["bench", "--dir", d, "--contenders", "ahead:nope"]),
+        2,
+        "unknown policy",
+    );
+    assert_clean_failure(
+        &ahead(&["bench", "--dir", d, "--contenders", "ahead:oracle"]),
+        2,
+        "oracle",
+    );
+    assert_clean_failure(
+        &ahead(&["bench", "--dir", d, "--contenders", "dd"]),
+        2,
+        "unknown contender",
+    );
+    assert_clean_failure(&ahead(&["bench", "--dir", d, "--size", "0"]), 2, "--size");
+    assert_clean_failure(&ahead(&["bench", "--dir", d, "--size", "1E"]), 2, "--size");
+    assert_clean_failure(
+        &ahead(&["bench", "--dir", d, "--repeat", "0"]),
+        2,
+        "--repeat",
+    );
+    assert_clean_failure(
+        &ahead(&["bench", "--dir", "/nonexistent-dir"]),
+        1,
+        "not a directory",
+    );
+    if Path::new("/dev/shm").is_dir() {
+        assert_clean_failure(&ahead(&["bench", "--dir", "/dev/shm"]), 1, "tmpfs");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A small real run: the JSON has the documented shape, every contender ran on the pattern,
+/// and the ratios are computed against the kernel's run.
+#[test]
+fn bench_runs_contenders_side_by_side_and_writes_json() {
+    let dir = std::env::current_dir()
+        .unwrap()
+        .join("target")
+        .join("bench-test");
+    std::fs::create_dir_all(&dir).unwrap();
+    let json_path = dir.join("out.json");
+    let svg_path = dir.join("out.svg");
+    let out = ahead(&[
+        "bench",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--size",
+        "64m",
+        "--patterns",
+        "seq-1m,random-4k",
+        "--contenders",
+        "kernel,direct,ahead:adaptive,device",
+        "--repeat",
+        "2",
+        "--cap-s",
+        "0.3",
+        "--json",
+        json_path.to_str().unwrap(),
+        "--plot",
+        svg_path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("seq-1m") && table.contains("ahead:adaptive"),
+        "{table}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
+    assert!(v["machine"]["cpus"].as_u64().unwrap() >= 1);
+    let results = v["results"].as_array().unwrap();
+    for pattern in ["seq-1m", "random-4k"] {
+        for contender in ["kernel", "direct", "ahead:adaptive", "device"] {
+            let r = results
+                .iter()
+                .find(|r| r["pattern"] == pattern && r["contender"] == contender)
+                .unwrap_or_else(|| panic!("{pattern} {contender} missing"));
+            assert_eq!(r["runs"].as_array().unwrap().len(), 2);
+            for key in ["mb_per_s", "iops", "cpu_s_per_gib", "p50_us", "p99_us"] {
+                assert!(r[key].as_f64().unwrap() >= 0.0, "{key}");
+            }
+            assert!(
+                r["mb_per_s"].as_f64().unwrap() > 0.0,
+                "{pattern} {contender}"
+            );
+        }
+        let kernel = results
+            .iter()
+            .find(|r| r["pattern"] == pattern && r["contender"] == "kernel")
+            .unwrap();
+        assert!((kernel["vs_kernel"].as_f64().unwrap() - 1.0).abs() < 1e-9);
+    }
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.contains("seq-1m"),
+        "not the picture"
+    );
+}

@@ -22,7 +22,7 @@ pub mod trace;
 pub mod units;
 pub mod workload;
 
-pub use engine::{Advice, BackendChoice, Engine, File, Stats};
+pub use engine::{Advice, BackendChoice, Engine, File, RequestRecord, Stats};
 pub use policy::{AppRead, Hint, IoKind, IoRequest, Policy, PolicyConfig, RaContext};
 pub use sim::{DeviceModel, Metrics, RunReport, SimConfig, Simulator};
 pub use units::{Bytes, PAGE_SIZE};

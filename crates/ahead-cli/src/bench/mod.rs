@@ -274,7 +274,12 @@ impl Touched {
 
 /// Measure one run of `pattern` by `contender`. Opening (a new engine, the kernel's cache
 /// dropped) is not timed.
-fn run_one(plan: &Plan, pattern: &str, contender: &Contender) -> Result<Run, String> {
+fn run_one(
+    plan: &Plan,
+    pattern: &str,
+    contender: &Contender,
+    log: Option<&mut Vec<ahead::engine::RequestRecord>>,
+) -> Result<Run, String> {
     let disk = DiskStat::for_path(&plan.file);
     let size = plan.size;
     let mut touched = Touched::new(size);
@@ -292,7 +297,11 @@ fn run_one(plan: &Plan, pattern: &str, contender: &Contender) -> Result<Run, Str
             &touched,
         ));
     }
-    let source = Source::open(contender, &plan.file, &plan.engine).map_err(|e| e.to_string())?;
+    let settings = EngineSettings {
+        record_requests: log.is_some(),
+        ..plan.engine
+    };
+    let source = Source::open(contender, &plan.file, &settings).map_err(|e| e.to_string())?;
     if pattern == "reread-4k" {
         // Bring it in, unmeasured; then the measured pass.
         let region = (plan.engine.budget / 2).min(size);
@@ -342,14 +351,18 @@ fn run_one(plan: &Plan, pattern: &str, contender: &Contender) -> Result<Run, Str
             drive(&source, reads_of(p, size), plan.cap, max, 0.0, &mut touched)?
         }
     };
-    Ok(finish(
+    let run = finish(
         r,
         t0.elapsed(),
         cpu_seconds() - cpu0,
         d0,
         disk.read(),
         &touched,
-    ))
+    );
+    if let Some(log) = log {
+        *log = source.request_log();
+    }
+    Ok(run)
 }
 
 fn finish(
@@ -479,6 +492,9 @@ pub struct Outcome {
     pub rows: Vec<Row>,
     pub notes: Vec<String>,
     pub machine: serde_json::Value,
+    /// The requests of one engine run (the first `ahead:` run of the first pattern), for the
+    /// windows picture: its label and its log.
+    pub windows: Option<(String, Vec<ahead::engine::RequestRecord>)>,
 }
 
 /// Run the plan.
@@ -518,6 +534,7 @@ pub fn run(plan: &Plan) -> Result<Outcome, String> {
         indicatif::ProgressBar::hidden()
     };
     let mut runs: Vec<(String, String, Run)> = Vec::new();
+    let mut windows: Option<(String, Vec<ahead::engine::RequestRecord>)> = None;
     let mut push = |p: &str, c: &str, r: Run| runs.push((p.to_string(), c.to_string(), r));
     for rep in 0..plan.repeat {
         for p in &plain {
@@ -526,8 +543,15 @@ pub fn run(plan: &Plan) -> Result<Outcome, String> {
             for k in 0..n {
                 let c = &plan.contenders[(k + rep) % n];
                 bar.set_message(format!("{p} {}", c.name()));
-                match run_one(plan, p, c) {
-                    Ok(r) => push(p, &c.name(), r),
+                let mut log = Vec::new();
+                let record = windows.is_none() && matches!(c, Contender::Ahead(_));
+                match run_one(plan, p, c, record.then_some(&mut log)) {
+                    Ok(r) => {
+                        if record {
+                            windows = Some((format!("{p}, {}", c.name()), log));
+                        }
+                        push(p, &c.name(), r)
+                    }
                     Err(e) => notes.push(format!("{p} {}: {e}", c.name())),
                 }
                 bar.inc(1);
@@ -578,6 +602,7 @@ pub fn run(plan: &Plan) -> Result<Outcome, String> {
         rows: rows(&runs),
         notes,
         machine: machine(plan),
+        windows,
     })
 }
 
@@ -984,4 +1009,4 @@ pub fn json(o: &Outcome) -> serde_json::Value {
     json!({ "machine": o.machine, "results": o.rows, "notes": o.notes })
 }
 
-pub use plot::plot;
+pub use plot::{plot, windows as plot_windows};

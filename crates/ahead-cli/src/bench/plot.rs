@@ -1,4 +1,5 @@
-//! `--plot`: a picture of each contender's throughput over the kernel's, per pattern (SVG).
+//! `--plot`: a picture of each contender's throughput over the kernel's, per pattern, and one
+//! of an engine run's requests over time (its windows), both SVG.
 
 use plotters::prelude::*;
 
@@ -85,6 +86,59 @@ pub fn plot(o: &Outcome, path: &std::path::Path) -> Result<(), String> {
             BLACK,
         )))
         .map_err(|e| e.to_string())?;
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    root.present().map_err(|e| e.to_string())
+}
+
+/// Write the size of each request of one engine run against time to `path` (SVG): ahead
+/// requests (the policy's windows) and the ones a reader waited for.
+pub fn windows(
+    label: &str,
+    log: &[ahead::engine::RequestRecord],
+    path: &std::path::Path,
+) -> Result<(), String> {
+    if log.is_empty() {
+        return Err("no engine requests were recorded".into());
+    }
+    let end = log.iter().map(|r| r.at_ns).max().unwrap_or(1).max(1) as f64 / 1e9;
+    let top = log.iter().map(|r| r.pages * 4).max().unwrap_or(4) as f64 * 1.1;
+    let root = SVGBackend::new(path, (900, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(format!("requests over time: {label}"), ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..end * 1.02, 0f64..top)
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds")
+        .y_desc("request KiB")
+        .draw()
+        .map_err(|e| e.to_string())?;
+    for (ahead, color, name) in [
+        (true, COLORS[0], "read ahead"),
+        (false, COLORS[3], "waited for"),
+    ] {
+        let points = log.iter().filter(|r| r.ahead == ahead).map(|r| {
+            Circle::new(
+                (r.at_ns as f64 / 1e9, (r.pages * 4) as f64),
+                2,
+                color.filled(),
+            )
+        });
+        chart
+            .draw_series(points)
+            .map_err(|e| e.to_string())?
+            .label(name)
+            .legend(move |(x, y)| Circle::new((x + 5, y), 3, color.filled()));
+    }
     chart
         .configure_series_labels()
         .background_style(WHITE.mix(0.8))

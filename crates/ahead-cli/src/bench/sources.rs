@@ -149,7 +149,10 @@ impl Source {
             }
             Contender::Direct => Source::Direct(open_direct(path)?),
             Contender::Ahead(policy) => {
-                let mut b = Engine::builder().policy(policy).budget(engine.budget);
+                let mut b = Engine::builder()
+                    .policy(policy)
+                    .budget(engine.budget)
+                    .record_requests(engine.record_requests);
                 if let Some(kb) = engine.ra_max_kb {
                     b = b.ra_max_kb(kb);
                 }
@@ -162,6 +165,14 @@ impl Source {
                 return Err(io::Error::other("the device contender has no source"))
             }
         })
+    }
+
+    /// The engine's log of requests, if this is the engine and it kept one.
+    pub fn request_log(&self) -> Vec<ahead::engine::RequestRecord> {
+        match self {
+            Source::Ahead(f) => f.engine().request_log(),
+            _ => Vec::new(),
+        }
     }
 
     /// Read `buf.len()` bytes at `offset` (fewer at the end of the file). `scratch` is a
@@ -189,6 +200,8 @@ impl Source {
 #[derive(Clone, Copy, Debug)]
 pub struct EngineSettings {
     pub budget: u64,
+    /// Log the engine's requests (for the windows picture).
+    pub record_requests: bool,
     pub ra_max_kb: Option<u64>,
     pub io_max_kb: Option<u64>,
 }

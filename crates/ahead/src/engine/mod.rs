@@ -98,6 +98,7 @@ pub struct EngineBuilder {
     backend: BackendChoice,
     direct: bool,
     io_uring_allowed: bool,
+    record_requests: bool,
     threads: usize,
     ra_max_kb: Option<u64>,
     io_max_kb: Option<u64>,
@@ -111,6 +112,7 @@ impl Default for EngineBuilder {
             backend: BackendChoice::Auto,
             direct: true,
             io_uring_allowed: true,
+            record_requests: false,
             threads: DEFAULT_THREADS,
             ra_max_kb: None,
             io_max_kb: None,
@@ -149,6 +151,13 @@ impl EngineBuilder {
     /// it would on such a kernel (for tests, and for systems where io_uring misbehaves).
     pub fn without_io_uring(mut self) -> Self {
         self.io_uring_allowed = false;
+        self
+    }
+
+    /// Keep a log of every request sent to the device ([`Engine::request_log`]): when, where,
+    /// how large, and whether it was read ahead. For pictures of a policy's windows over time.
+    pub fn record_requests(mut self, on: bool) -> Self {
+        self.record_requests = on;
         self
     }
 
@@ -237,6 +246,7 @@ impl EngineBuilder {
                 }
             }
         };
+        let log = self.record_requests.then(|| Mutex::new(Vec::new()));
         Ok(Engine {
             inner: Arc::new(Inner {
                 core,
@@ -245,6 +255,8 @@ impl EngineBuilder {
                 files: Mutex::new(Registry::default()),
                 open_handles: AtomicU64::new(0),
                 fallbacks: Mutex::new(fallbacks),
+                started: Instant::now(),
+                log,
             }),
         })
     }
@@ -488,6 +500,21 @@ struct Inner {
     files: Mutex<Registry>,
     open_handles: AtomicU64,
     fallbacks: Mutex<Vec<String>>,
+    started: Instant,
+    log: Option<Mutex<Vec<RequestRecord>>>,
+}
+
+/// One request the engine sent to the device (see [`EngineBuilder::record_requests`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct RequestRecord {
+    /// When it was submitted, in ns since the engine started.
+    pub at_ns: u64,
+    /// First page.
+    pub first_page: u64,
+    /// Pages.
+    pub pages: u64,
+    /// Read ahead (true) or waited for by a reader (false).
+    pub ahead: bool,
 }
 
 impl Inner {
@@ -548,6 +575,16 @@ impl Inner {
                 if let Ok(mut m) = self.core.meter.try_lock() {
                     m.busy_since.get_or_insert(now);
                 }
+            }
+            if let Some(log) = &self.log {
+                log.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(RequestRecord {
+                        at_ns: (now - self.started).as_nanos() as u64,
+                        first_page: op.first_page,
+                        pages: op.slots.len() as u64,
+                        ahead: op.kind == IoKind::Ahead,
+                    });
             }
             let mut op = Box::new(op);
             op.submitted = now;
@@ -778,6 +815,13 @@ impl Engine {
         }
     }
 
+    /// The requests sent so far, if [`EngineBuilder::record_requests`] was on.
+    pub fn request_log(&self) -> Vec<RequestRecord> {
+        self.inner.log.as_ref().map_or_else(Vec::new, |l| {
+            l.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        })
+    }
+
     /// The device estimate the policies are given now (measured as reads complete).
     pub fn device_estimate(&self) -> DeviceEstimate {
         self.inner
@@ -883,12 +927,16 @@ impl File {
         self.data.direct
     }
 
-    /// The engine's statistics.
-    pub fn engine_stats(&self) -> Stats {
+    /// The engine this file was opened from.
+    pub fn engine(&self) -> Engine {
         Engine {
             inner: self.engine.clone(),
         }
-        .stats()
+    }
+
+    /// The engine's statistics.
+    pub fn engine_stats(&self) -> Stats {
+        self.engine().stats()
     }
 
     fn ctx(&self) -> EngineCtx<'_> {
