@@ -458,10 +458,7 @@ fn cat_bad_input_fails_cleanly() {
 #[test]
 #[ignore = "writes and reads 3 GiB; run with --ignored"]
 fn cat_of_a_few_gib_is_the_file() {
-    let dir = std::env::current_dir()
-        .unwrap()
-        .join("target")
-        .join("cat-gib");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cat-gib");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("f3g");
     let size = (3u64 << 30) + 12_345;
@@ -630,10 +627,7 @@ fn bench_bad_input_fails_cleanly() {
 /// and the ratios are computed against the kernel's run.
 #[test]
 fn bench_runs_contenders_side_by_side_and_writes_json() {
-    let dir = std::env::current_dir()
-        .unwrap()
-        .join("target")
-        .join("bench-test");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bench-test");
     std::fs::create_dir_all(&dir).unwrap();
     let json_path = dir.join("out.json");
     let svg_path = dir.join("out.svg");
