@@ -158,13 +158,7 @@ impl DiskStat {
 /// A single-threaded pattern's reads: (offset, length).
 fn reads_of(pattern: &str, size: u64) -> Box<dyn Iterator<Item = (u64, u64)>> {
     let seq = move |bs: u64| Box::new((0..size.div_ceil(bs)).map(move |i| (i * bs, bs)));
-    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut rng = ahead::pattern::SplitMix64(1);
     match pattern {
         "seq-4k" => seq(4096),
         "seq-16k" | "pread-16k" => seq(16 << 10),
@@ -177,15 +171,15 @@ fn reads_of(pattern: &str, size: u64) -> Box<dyn Iterator<Item = (u64, u64)>> {
         "stride-16k" => Box::new((0..size / (32 << 10)).map(|i| (i * (32 << 10), 16 << 10))),
         "random-4k" => {
             let pages = size / 4096;
-            Box::new((0..).map(move |_| ((next() % pages) * 4096, 4096)))
+            Box::new((0..).map(move |_| (rng.below(pages) * 4096, 4096)))
         }
         "random-mix" => {
             // iozone's mix: half the reads continue, half jump to a random 16 KiB record.
             let records = size / (16 << 10);
             let mut at = 0;
             Box::new((0..).map(move |_| {
-                let r = if next() % 2 == 0 {
-                    next() % records
+                let r = if rng.below(2) == 0 {
+                    rng.below(records)
                 } else {
                     at % records
                 };
@@ -236,6 +230,18 @@ fn drive(
 
 /// What a run measured: bytes, reads, and per-read latencies in ns.
 type Measured = (u64, u64, Vec<u32>);
+
+/// The threads' measurements added up (the first error, if any).
+fn sum(results: Vec<Result<Measured, String>>) -> Result<Measured, String> {
+    let (mut b, mut n, mut lat) = (0, 0, Vec::new());
+    for r in results {
+        let (x, y, l) = r?;
+        b += x;
+        n += y;
+        lat.extend(l);
+    }
+    Ok((b, n, lat))
+}
 
 /// Pages a run asked for, to tell wasted device reads.
 struct Touched {
@@ -365,6 +371,11 @@ fn run_one(
     Ok(run)
 }
 
+/// A run's figures where the device's counters and the pages asked for are not followed.
+fn finish_untracked(m: Measured, elapsed: Duration, cpu_s: f64) -> Run {
+    finish(m, elapsed, cpu_s, (0, 0), (0, 0), &Touched::untracked())
+}
+
 fn finish(
     (bytes, reads, mut lat): (u64, u64, Vec<u32>),
     elapsed: Duration,
@@ -430,14 +441,7 @@ fn interleave(source: &Source, size: u64, threads: u64, cap: Duration) -> Result
             .map(|h| h.join().unwrap_or_else(|_| Err("thread panicked".into())))
             .collect()
     });
-    let (mut b, mut n, mut lat) = (0, 0, Vec::new());
-    for r in results {
-        let (x, y, l) = r?;
-        b += x;
-        n += y;
-        lat.extend(l);
-    }
-    Ok((b, n, lat))
+    sum(results)
 }
 
 /// tiobench's random read test as in the 2004 thread's tables: random 16 KiB and 512 KiB reads
@@ -454,15 +458,12 @@ fn tiobench(source: &Source, size: u64, cap: Duration) -> Result<Measured, Strin
                         s.spawn(move || {
                             let mut buf = vec![0u8; bs as usize];
                             let mut scratch = Aligned::new(bs as usize + 8192);
-                            let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (t + 1) ^ bs;
+                            let mut rng = ahead::pattern::SplitMix64((t + 1) ^ bs);
                             let (mut b, mut n, mut lat) = (0u64, 0u64, Vec::new());
                             while Instant::now() < deadline {
-                                x ^= x << 13;
-                                x ^= x >> 7;
-                                x ^= x << 17;
                                 let t0 = Instant::now();
                                 let got = source
-                                    .read_at(&mut buf, (x % units) * bs, &mut scratch)
+                                    .read_at(&mut buf, rng.below(units) * bs, &mut scratch)
                                     .map_err(|e| e.to_string())?;
                                 lat.push(t0.elapsed().as_nanos().min(u32::MAX as u128) as u32);
                                 b += got as u64;
@@ -476,12 +477,10 @@ fn tiobench(source: &Source, size: u64, cap: Duration) -> Result<Measured, Strin
                     .map(|h| h.join().unwrap_or_else(|_| Err("thread panicked".into())))
                     .collect()
             });
-            for r in results {
-                let (x, y, l) = r?;
-                b += x;
-                n += y;
-                lat.extend(l);
-            }
+            let (x, y, l) = sum(results)?;
+            b += x;
+            n += y;
+            lat.extend(l);
         }
     }
     Ok((b, n, lat))
@@ -564,13 +563,10 @@ pub fn run(plan: &Plan) -> Result<Outcome, String> {
                 let (c0, t0) = (cpu_seconds(), Instant::now());
                 match raw::random_qd32(&plan.file, m, total, plan.cap) {
                     Ok(r) => {
-                        let mut run = finish(
+                        let mut run = finish_untracked(
                             (r.bytes, r.reads, r.latencies),
                             t0.elapsed(),
                             cpu_seconds() - c0,
-                            (0, 0),
-                            (0, 0),
-                            &Touched::untracked(),
                         );
                         run.requests = r.reads;
                         run.pages_read = r.reads;
@@ -708,14 +704,7 @@ fn nfiles(
                 }
                 off += 64 << 10;
             }
-            let mut run = finish(
-                (bytes, reads, lat),
-                t0.elapsed(),
-                cpu_seconds() - c0,
-                (0, 0),
-                (0, 0),
-                &Touched::untracked(),
-            );
+            let mut run = finish_untracked((bytes, reads, lat), t0.elapsed(), cpu_seconds() - c0);
             if !files_a.is_empty() {
                 let st = engine.stats();
                 if std::env::var_os("AHEAD_BENCH_DEBUG").is_some() {
@@ -808,14 +797,7 @@ fn paper(
                 },
                 pattern.workload(),
             )?;
-            let mut run = finish(
-                (bytes, reads, lat),
-                t0.elapsed(),
-                cpu_seconds() - c0,
-                (0, 0),
-                (0, 0),
-                &Touched::untracked(),
-            );
+            let mut run = finish_untracked((bytes, reads, lat), t0.elapsed(), cpu_seconds() - c0);
             run.requests = stats.requests;
             run.pages_read = stats.pages_read;
             run.wasted_pages = Some(

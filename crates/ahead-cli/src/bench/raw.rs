@@ -88,16 +88,7 @@ pub fn streaming(
     })
 }
 
-/// Random 4 KiB page offsets over `pages` pages, seeded.
-struct Rng(u64);
-impl Rng {
-    fn page(&mut self, pages: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % pages
-    }
-}
+use ahead::pattern::SplitMix64 as Rng;
 
 /// Random 4 KiB `O_DIRECT` reads for `cap` (or `total` reads), by `method`: `sync` (one thread,
 /// one read at a time), `threads` (32 threads each doing `pread`), `uring` (one thread, 32 in
@@ -112,11 +103,11 @@ pub fn random_qd32(path: &Path, method: &str, total: u64, cap: Duration) -> io::
     let reads = match method {
         "sync" => {
             let mut buf = Aligned::new(4096);
-            let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+            let mut rng = Rng(0);
             let mut n = 0;
             while n < total && Instant::now() < deadline {
                 let t = Instant::now();
-                file.read_at(buf.as_mut(), rng.page(pages) * 4096)?;
+                file.read_at(buf.as_mut(), rng.below(pages) * 4096)?;
                 latencies.push(t.elapsed().as_nanos().min(u32::MAX as u128) as u32);
                 n += 1;
             }
@@ -131,13 +122,13 @@ pub fn random_qd32(path: &Path, method: &str, total: u64, cap: Duration) -> io::
                     let (file, count, failed, lat) = (&file, &count, &failed, &lat);
                     s.spawn(move || {
                         let mut buf = Aligned::new(4096);
-                        let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (t + 1));
+                        let mut rng = Rng(t + 1);
                         let mut mine = Vec::new();
                         while Instant::now() < deadline
                             && count.fetch_add(1, Ordering::Relaxed) < total
                         {
                             let t0 = Instant::now();
-                            if file.read_at(buf.as_mut(), rng.page(pages) * 4096).is_err() {
+                            if file.read_at(buf.as_mut(), rng.below(pages) * 4096).is_err() {
                                 failed.store(true, Ordering::Relaxed);
                                 return;
                             }
@@ -163,7 +154,7 @@ pub fn random_qd32(path: &Path, method: &str, total: u64, cap: Duration) -> io::
                 .or_else(|_| IoUring::new(64))?;
             let mut bufs: Vec<Aligned> = (0..qd).map(|_| Aligned::new(4096)).collect();
             let mut at = vec![Instant::now(); qd];
-            let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+            let mut rng = Rng(0);
             let (mut issued, mut done, mut in_flight) = (0u64, 0u64, 0usize);
             let mut free: Vec<usize> = (0..qd).collect();
             loop {
@@ -173,7 +164,7 @@ pub fn random_qd32(path: &Path, method: &str, total: u64, cap: Duration) -> io::
                         break;
                     }
                     let e = opcode::Read::new(types::Fd(file.as_raw_fd()), bufs[i].ptr(), 4096)
-                        .offset(rng.page(pages) * 4096)
+                        .offset(rng.below(pages) * 4096)
                         .build()
                         .user_data(i as u64);
                     // SAFETY: buffer `i` is not reused until its completion.
