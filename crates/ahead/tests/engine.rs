@@ -372,3 +372,60 @@ fn an_unknown_policy_or_a_tiny_budget_is_refused_at_build() {
     let e = Engine::builder().budget(4096).build().err().unwrap();
     assert!(e.to_string().contains("too small"), "{e}");
 }
+
+/// The engine and the simulator are two drivers of the same policies: on the paper's patterns
+/// (shortened), with the same window, largest request and cache, and the sync backend (no
+/// timing), they send the same requests.
+#[test]
+fn the_engine_sends_the_requests_the_simulator_predicts() {
+    let path = make_file("paper-40m", 40 << 20);
+    for (read, seek, repeat) in [
+        (32u64, 3u64, 200u64),
+        (40, 5, 200),
+        (4, 96, 100),
+        (16, 0, 300),
+    ] {
+        let pattern = ahead::pattern::Pattern::Paper {
+            read_pages: read,
+            seek_pages: seek,
+            repeat,
+            first_page: 0,
+        };
+        for policy in ["linux-2.6.7", "pratt", "linux-ondemand", "adaptive", "none"] {
+            let engine = Engine::builder()
+                .policy(policy)
+                .backend(BackendChoice::Sync)
+                .ra_max_kb(128)
+                .io_max_kb(256)
+                .budget(64 << 20)
+                .build()
+                .unwrap();
+            let file = engine.open(&path).unwrap();
+            let mut buf = vec![0u8; 1 << 20];
+            for ev in pattern.workload().events {
+                if let ahead::Event::Read { offset, len, .. } = ev {
+                    file.read_at(&mut buf[..len.0 as usize], offset.0).unwrap();
+                }
+            }
+            let config = ahead::SimConfig {
+                cache_pages: (64 << 20) / 4096,
+                policy: ahead::PolicyConfig {
+                    ra_max_pages: 32,
+                    io_max_pages: 64,
+                    fixed_pages: 32,
+                    folio_max_order: 0,
+                },
+                ..ahead::SimConfig::default()
+            };
+            let sim = ahead::sim::run(policy, config, pattern.workload())
+                .unwrap()
+                .faithful;
+            let s = engine.stats();
+            assert_eq!(
+                (s.requests, s.sync_requests, s.pages_read),
+                (sim.read_requests, sim.sync_requests, sim.pages_read),
+                "paper:read={read},seek={seek},repeat={repeat} {policy}"
+            );
+        }
+    }
+}

@@ -149,7 +149,7 @@ impl PageTable {
 /// What became of one page a reader wanted.
 pub(crate) enum Lookup {
     /// `n` bytes copied; `whole`: the page held every byte the reader asked for from it.
-    Copied { n: usize, whole: bool, waited: bool },
+    Copied { n: usize, whole: bool },
     /// Not in the cache (or, without waiting, not ready): the reader must start a read for it.
     Absent,
     /// The read that was bringing it in failed.
@@ -568,7 +568,9 @@ impl Cache {
                     (Some(w), None) if have >= want && want > 0 => {
                         self.refbit[s as usize].store(true, Ordering::Relaxed);
                         self.slot_state[s as usize].store(SLOT_READY, Ordering::Release);
-                        w.store(word::ready(s, have as usize), Ordering::Release);
+                        // The marker was planted when the read was started; it stays.
+                        let marker = w.load(Ordering::Relaxed) & word::MARKER;
+                        w.store(word::ready(s, have as usize) | marker, Ordering::Release);
                     }
                     (Some(w), Some(f)) => {
                         self.failures
@@ -624,15 +626,11 @@ impl Cache {
                 word::READY => {
                     // Under the shard lock nothing can evict it: copy, then account.
                     drop(g);
-                    if let Some(Lookup::Copied { n, whole, .. }) = self.try_copy(w, from, dst) {
+                    if let Some(copied) = self.try_copy(w, from, dst) {
                         if let Some(t0) = waited {
                             *stall += t0.elapsed();
                         }
-                        return Lookup::Copied {
-                            n,
-                            whole,
-                            waited: waited.is_some(),
-                        };
+                        return copied;
                     }
                     g = self.lock(shard);
                 }
@@ -693,11 +691,7 @@ impl Cache {
             r.store(true, Ordering::Relaxed);
         }
         let whole = from + n == PAGE || n == dst.len();
-        Some(Lookup::Copied {
-            n,
-            whole,
-            waited: false,
-        })
+        Some(Lookup::Copied { n, whole })
     }
 
     /// Drop the ready pages `[start, end)` (don't-need); pages in flight stay.

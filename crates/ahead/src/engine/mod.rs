@@ -1053,12 +1053,9 @@ impl File {
             let want = (PAGE - from).min(len - done);
             let dst = &mut buf[done..done + want];
             match cache.read_page(table, page, from, dst, true, &mut stall) {
-                Lookup::Copied { n, whole, waited } => {
-                    if waited || attempts > 0 {
-                        misses += 1;
-                    } else {
-                        hits += 1;
-                    }
+                Lookup::Copied { n, whole, .. } => {
+                    // It was not ready when the read began (the hits were copied above).
+                    misses += 1;
                     done += n;
                     attempts = 0;
                     page += 1;
