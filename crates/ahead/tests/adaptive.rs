@@ -247,3 +247,24 @@ fn reads_as_large_as_the_window_still_read_ahead() {
     assert!(m.sync_requests <= 2000, "{m:?}");
     assert!(m.async_requests >= 14_000, "{m:?}");
 }
+
+#[test]
+fn threads_taking_turns_over_one_file_are_followed_as_one_stream() {
+    // 16 threads, each taking the next 64 KiB (16 pages) of one file and reading it 4 KiB at a
+    // time, in lockstep: the reads come as 0, 16, 32, ... 240, then 1, 17, ... (an NFS
+    // server's pattern). The first round looks like a stride of 16 pages.
+    let mut events = Vec::new();
+    for group in 0..64u64 {
+        for round in 0..16u64 {
+            for t in 0..16u64 {
+                events.push(read(group * 256 + t * 16 + round, 1));
+            }
+        }
+    }
+    let mut s = Simulator::new("adaptive", config()).unwrap();
+    s.run_workload(one_file(16384, events)).unwrap();
+    let m = s.report().faithful;
+    // 16384 pages; one request per page before the stride was seen through.
+    assert!(m.read_requests < 400, "{m:?}");
+    assert_eq!(m.wasted_pages, 0, "{m:?}");
+}

@@ -14,7 +14,10 @@
 //! (a file read from its start) or right after cached pages (the kernel's context readahead);
 //! otherwise it waits for a second read to show its shape, and a stride needs a third read to
 //! confirm the distance. A read that joins nothing is random: it gets exactly what it asked for,
-//! one request, and no window.
+//! one request, and no window. Threads taking turns over one file (each reading the next chunk,
+//! as an NFS server's do) look like a stride at first; once the pages just before a stride's
+//! record have been read by the others, the stride is taken for what it is: a forward stream
+//! (or, if a forward stream already follows that place, nothing).
 //!
 //! **Windows.** A confirmed stream reads ahead in its own direction: forward, backward, or record
 //! by record along its stride. A stride whose gap is smaller than what a separate request costs
@@ -224,6 +227,11 @@ impl Stream {
                 if s >= low && s < self.frontier.max(self.reach) {
                     return Some(Join::InWindow);
                 }
+            }
+            // Pages this stream read ahead and nobody has reached yet: whoever reads them is
+            // its reader, however many other reads came between.
+            Shape::Forward if self.window > 0 && s >= self.reach && s < self.frontier => {
+                return Some(Join::InWindow);
             }
             Shape::Backward
                 if self.window > 0
@@ -633,6 +641,34 @@ impl Adaptive {
         if missed {
             started += self.issue(ctx, IoKind::Sync, s, e - s, e - s);
         }
+        // Readers taking turns over one file (threads each reading the next chunk) look like a
+        // stride until the others read the gaps. A forward stride whose pages just before
+        // this record have been read by others is one of them. If a forward stream already
+        // follows this place, the stride was only its echo and goes; otherwise it becomes the
+        // forward stream.
+        let st = self.streams[i];
+        if st.delta > st.record as i64 && s >= 2 && ctx.is_cached(s - 1) && ctx.is_cached(s - 2) {
+            let followed = (0..STREAMS).any(|j| {
+                j != i
+                    && self.streams[j].shape == Shape::Forward
+                    && matches!(
+                        self.streams[j].join(s, e, self.tick),
+                        Some(Join::Continues | Join::InWindow)
+                    )
+            });
+            if followed {
+                self.streams[i] = Stream::EMPTY;
+                return Some(started);
+            }
+            let st = &mut self.streams[i];
+            // Its frontier ran along the stride; as a forward stream nothing is ahead yet.
+            st.shape = Shape::Forward;
+            st.reach = e;
+            st.frontier = e;
+            st.window = 0;
+            st.delta = 0;
+            return Some(started + self.top_up_forward(i, s, e, cap, false, ctx).unwrap_or(0));
+        }
         let st = &mut self.streams[i];
         let next = st.first as i64 + st.delta;
         let behind = if st.delta > 0 {
@@ -811,7 +847,10 @@ impl Policy for Adaptive {
         self.tick += 1;
         let (s, e) = (read.first_page(), read.end_page());
         let found = self.find(s, e);
-        if matches!(found, None | Some((_, Join::StrideCandidate))) {
+        // A read that starts a new stream on pages not yet read means its reader left the
+        // stream it was in. On pages already read ahead it is only another reader's turn
+        // (threads sharing the file), and nothing was abandoned.
+        if matches!(found, None | Some((_, Join::StrideCandidate))) && !ctx.is_cached(s) {
             self.charge_left_behind();
         }
         let i = match found {
