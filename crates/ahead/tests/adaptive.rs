@@ -267,4 +267,27 @@ fn threads_taking_turns_over_one_file_are_followed_as_one_stream() {
     // 16384 pages; one request per page before the stride was seen through.
     assert!(m.read_requests < 400, "{m:?}");
     assert_eq!(m.wasted_pages, 0, "{m:?}");
+
+    // The same threads out of step: each read by a thread chosen at random (several orders).
+    for seed in 1..=8 {
+        let mut rng = ahead::pattern::SplitMix64(seed);
+        let mut next_chunk = 16u64;
+        let mut at: Vec<(u64, u64)> = (0..16).map(|t| (t, 0)).collect();
+        let mut events = Vec::new();
+        while events.len() < 16384 {
+            let t = rng.below(16) as usize;
+            let (chunk, page) = at[t];
+            events.push(read(chunk * 16 + page, 1));
+            at[t] = if page == 15 {
+                next_chunk += 1;
+                (next_chunk - 1, 0)
+            } else {
+                (chunk, page + 1)
+            };
+        }
+        let mut s = Simulator::new("adaptive", config()).unwrap();
+        s.run_workload(one_file(1 << 20, events)).unwrap();
+        let m = s.report().faithful;
+        assert!(m.read_requests < 400, "order {seed}: {m:?}");
+    }
 }

@@ -320,9 +320,31 @@ impl Adaptive {
 
     /// The reader left the stream it was in for a new one: charge what that stream has ahead
     /// as lost now, rather than when its slot is reused (refunded if it continues).
+    /// Whether another stream's last read lies in what stream `i` read ahead: another reader
+    /// is using those pages (threads sharing the file), so leaving them is no loss.
+    fn ahead_read_by_others(&self, i: usize) -> bool {
+        let v = &self.streams[i];
+        let (lo, hi) = match v.shape {
+            Shape::Forward => (v.reach, v.frontier),
+            Shape::Backward => (v.frontier, v.reach),
+            _ => return false,
+        };
+        lo < hi
+            && self
+                .streams
+                .iter()
+                .enumerate()
+                .any(|(j, o)| j != i && o.live && o.first < hi && o.end > lo)
+    }
+
     fn charge_left_behind(&mut self) {
         let st = self.streams[self.last];
-        if st.live && st.confirmed() && !st.cached && st.charged == 0 {
+        if st.live
+            && st.confirmed()
+            && !st.cached
+            && st.charged == 0
+            && !self.ahead_read_by_others(self.last)
+        {
             let ahead = st.ahead_pages();
             self.streams[self.last].charged = ahead;
             self.account(0, ahead);
@@ -785,7 +807,7 @@ impl Adaptive {
     fn start_stream(&mut self, s: u64, e: u64, ctx: &dyn RaContext) -> usize {
         let i = self.free_slot();
         let victim = self.streams[i];
-        if victim.live && !victim.cached && victim.charged == 0 {
+        if victim.live && !victim.cached && victim.charged == 0 && !self.ahead_read_by_others(i) {
             // Whatever it had ahead is lost: its reader never came back for it.
             self.account(0, victim.ahead_pages());
         }
