@@ -214,7 +214,7 @@ fn drive(
         let got = source
             .read_at(&mut buf[..len as usize], offset, &mut scratch)
             .map_err(|e| format!("read at {offset}: {e}"))?;
-        lat.push(t.elapsed().as_nanos().min(u32::MAX as u128) as u32);
+        lat.push(raw::ns_since(t));
         touched.mark(offset, got as u64);
         bytes += got as u64;
         n += 1;
@@ -429,7 +429,7 @@ fn interleave(source: &Source, size: u64, threads: u64, cap: Duration) -> Result
                             let got = source
                                 .read_at(&mut buf, c * (64 << 10) + k * 4096, &mut scratch)
                                 .map_err(|e| e.to_string())?;
-                            lat.push(t.elapsed().as_nanos().min(u32::MAX as u128) as u32);
+                            lat.push(raw::ns_since(t));
                             b += got as u64;
                             n += 1;
                         }
@@ -465,7 +465,7 @@ fn tiobench(source: &Source, size: u64, cap: Duration) -> Result<Measured, Strin
                                 let got = source
                                     .read_at(&mut buf, rng.below(units) * bs, &mut scratch)
                                     .map_err(|e| e.to_string())?;
-                                lat.push(t0.elapsed().as_nanos().min(u32::MAX as u128) as u32);
+                                lat.push(raw::ns_since(t0));
                                 b += got as u64;
                                 n += 1;
                             }
@@ -698,7 +698,7 @@ fn nfiles(
                         _ => files_a[i].read_at(&mut buf, off),
                     }
                     .map_err(|e| e.to_string())?;
-                    lat.push(t.elapsed().as_nanos().min(u32::MAX as u128) as u32);
+                    lat.push(raw::ns_since(t));
                     bytes += got as u64;
                     reads += 1;
                 }
@@ -778,7 +778,7 @@ fn paper(
                     bytes += file
                         .read_at(&mut buf[..len.0 as usize], offset.0)
                         .map_err(|e| e.to_string())? as u64;
-                    lat.push(t.elapsed().as_nanos().min(u32::MAX as u128) as u32);
+                    lat.push(raw::ns_since(t));
                     reads += 1;
                 }
             }

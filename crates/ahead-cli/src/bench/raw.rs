@@ -23,41 +23,42 @@ pub struct RawRun {
     pub latencies: Vec<u32>,
 }
 
-/// Sequential `O_DIRECT` reads of `bs` bytes at queue depth `qd` from the start of the file,
-/// until `limit` bytes or `cap` time.
-pub fn streaming(
-    path: &Path,
-    bs: usize,
+/// Nanoseconds since `t`, saturated to `u32` (latency samples).
+pub fn ns_since(t: Instant) -> u32 {
+    t.elapsed().as_nanos().min(u32::MAX as u128) as u32
+}
+
+/// Keep `qd` `O_DIRECT` reads of up to `bs` bytes in flight on `ring` until `next` gives no more
+/// (offset, length) or `deadline` passes. Returns (bytes, reads, latencies).
+fn queue_depth(
+    ring: &mut IoUring,
+    fd: i32,
     qd: usize,
-    limit: u64,
-    cap: Duration,
-) -> io::Result<RawRun> {
-    drop_kernel_cache(path)?;
-    let file = open_direct(path)?;
-    let size = file.metadata()?.len().min(limit);
-    let mut ring = IoUring::new(qd as u32 * 2)?;
+    bs: usize,
+    deadline: Instant,
+    mut next: impl FnMut() -> Option<(u64, usize)>,
+) -> io::Result<(u64, u64, Vec<u32>)> {
     let mut bufs: Vec<Aligned> = (0..qd).map(|_| Aligned::new(bs)).collect();
     let mut submitted_at = vec![Instant::now(); qd];
-    let (mut next, mut in_flight, mut bytes, mut reads) = (0u64, 0usize, 0u64, 0u64);
+    let (mut in_flight, mut bytes, mut reads) = (0usize, 0u64, 0u64);
     let mut free: Vec<usize> = (0..qd).collect();
     let mut latencies = Vec::new();
-    let start = Instant::now();
-    let deadline = start + cap;
+    let mut more = true;
     loop {
-        while let Some(i) = free.pop() {
-            if next >= size || Instant::now() >= deadline {
+        while more && Instant::now() < deadline {
+            let Some(i) = free.pop() else { break };
+            let Some((offset, len)) = next() else {
                 free.push(i);
+                more = false;
                 break;
-            }
-            let len = bs.min((size - next).next_multiple_of(4096) as usize);
-            let e = opcode::Read::new(types::Fd(file.as_raw_fd()), bufs[i].ptr(), len as u32)
-                .offset(next)
+            };
+            let e = opcode::Read::new(types::Fd(fd), bufs[i].ptr(), len as u32)
+                .offset(offset)
                 .build()
                 .user_data(i as u64);
-            // SAFETY: the buffer `i` is owned by this loop and not reused until its completion.
+            // SAFETY: buffer `i` is owned by this loop and not reused until its completion.
             unsafe { ring.submission().push(&e) }.map_err(|_| io::Error::other("queue full"))?;
             submitted_at[i] = Instant::now();
-            next += len as u64;
             in_flight += 1;
         }
         if in_flight == 0 {
@@ -72,14 +73,40 @@ pub fn streaming(
             if res < 0 {
                 return Err(io::Error::from_raw_os_error(-res));
             }
-            let i = i as usize;
-            latencies.push(submitted_at[i].elapsed().as_nanos().min(u32::MAX as u128) as u32);
+            latencies.push(ns_since(submitted_at[i as usize]));
             bytes += res as u64;
             reads += 1;
             in_flight -= 1;
-            free.push(i);
+            free.push(i as usize);
         }
     }
+    Ok((bytes, reads, latencies))
+}
+
+/// Sequential `O_DIRECT` reads of `bs` bytes at queue depth `qd` from the start of the file,
+/// until `limit` bytes or `cap` time.
+pub fn streaming(
+    path: &Path,
+    bs: usize,
+    qd: usize,
+    limit: u64,
+    cap: Duration,
+) -> io::Result<RawRun> {
+    drop_kernel_cache(path)?;
+    let file = open_direct(path)?;
+    let size = file.metadata()?.len().min(limit);
+    let mut ring = IoUring::new(qd as u32 * 2)?;
+    let start = Instant::now();
+    let mut at = 0u64;
+    let (bytes, reads, latencies) =
+        queue_depth(&mut ring, file.as_raw_fd(), qd, bs, start + cap, || {
+            if at >= size {
+                return None;
+            }
+            let len = bs.min((size - at).next_multiple_of(4096) as usize);
+            at += len as u64;
+            Some((at - len as u64, len))
+        })?;
     Ok(RawRun {
         bytes,
         reads,
@@ -108,7 +135,7 @@ pub fn random_qd32(path: &Path, method: &str, total: u64, cap: Duration) -> io::
             while n < total && Instant::now() < deadline {
                 let t = Instant::now();
                 file.read_at(buf.as_mut(), rng.below(pages) * 4096)?;
-                latencies.push(t.elapsed().as_nanos().min(u32::MAX as u128) as u32);
+                latencies.push(ns_since(t));
                 n += 1;
             }
             n
@@ -132,7 +159,7 @@ pub fn random_qd32(path: &Path, method: &str, total: u64, cap: Duration) -> io::
                                 failed.store(true, Ordering::Relaxed);
                                 return;
                             }
-                            mine.push(t0.elapsed().as_nanos().min(u32::MAX as u128) as u32);
+                            mine.push(ns_since(t0));
                         }
                         lat.lock().unwrap_or_else(|p| p.into_inner()).extend(mine);
                     });
@@ -145,54 +172,20 @@ pub fn random_qd32(path: &Path, method: &str, total: u64, cap: Duration) -> io::
             latencies.len() as u64
         }
         "uring" => {
-            let qd = 32usize;
             // One thread submits and reaps: the kernel can run completions in its context.
             let mut ring = IoUring::builder()
                 .setup_single_issuer()
                 .setup_defer_taskrun()
                 .build(64)
                 .or_else(|_| IoUring::new(64))?;
-            let mut bufs: Vec<Aligned> = (0..qd).map(|_| Aligned::new(4096)).collect();
-            let mut at = vec![Instant::now(); qd];
             let mut rng = Rng(0);
-            let (mut issued, mut done, mut in_flight) = (0u64, 0u64, 0usize);
-            let mut free: Vec<usize> = (0..qd).collect();
-            loop {
-                while let Some(i) = free.pop() {
-                    if issued >= total || Instant::now() >= deadline {
-                        free.push(i);
-                        break;
-                    }
-                    let e = opcode::Read::new(types::Fd(file.as_raw_fd()), bufs[i].ptr(), 4096)
-                        .offset(rng.below(pages) * 4096)
-                        .build()
-                        .user_data(i as u64);
-                    // SAFETY: buffer `i` is not reused until its completion.
-                    unsafe { ring.submission().push(&e) }
-                        .map_err(|_| io::Error::other("queue full"))?;
-                    at[i] = Instant::now();
+            let mut issued = 0u64;
+            let (_, done, lat) =
+                queue_depth(&mut ring, file.as_raw_fd(), 32, 4096, deadline, || {
                     issued += 1;
-                    in_flight += 1;
-                }
-                if in_flight == 0 {
-                    break;
-                }
-                ring.submit_and_wait(1)?;
-                let c: Vec<(u64, i32)> = ring
-                    .completion()
-                    .map(|c| (c.user_data(), c.result()))
-                    .collect();
-                for (i, res) in c {
-                    if res < 0 {
-                        return Err(io::Error::from_raw_os_error(-res));
-                    }
-                    latencies
-                        .push(at[i as usize].elapsed().as_nanos().min(u32::MAX as u128) as u32);
-                    done += 1;
-                    in_flight -= 1;
-                    free.push(i as usize);
-                }
-            }
+                    (issued <= total).then(|| (rng.below(pages) * 4096, 4096))
+                })?;
+            latencies = lat;
             done
         }
         other => return Err(io::Error::other(format!("unknown method {other}"))),

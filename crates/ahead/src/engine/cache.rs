@@ -244,7 +244,6 @@ struct Shard {
 pub(crate) struct CacheCounters {
     pub wasted_pages: AtomicU64,
     pub thrashed_pages: AtomicU64,
-    pub evicted_pages: AtomicU64,
 }
 
 /// The page cache. See the module comment.
@@ -512,7 +511,6 @@ impl Cache {
                 if word::state(v) != word::READY || word::slot(v) as usize != s {
                     return None;
                 }
-                self.counters.evicted_pages.fetch_add(1, Ordering::Relaxed);
                 let next = if v & word::USED != 0 {
                     word::ABSENT
                 } else {
