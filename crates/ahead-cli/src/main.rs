@@ -89,9 +89,10 @@ struct BenchArgs {
     /// Longest one run may take, in seconds (default 4; 1 with --quick).
     #[arg(long)]
     cap_s: Option<f64>,
-    /// Memory budget of each engine.
-    #[arg(long, default_value = "256m")]
-    budget: String,
+    /// Memory budget of each engine's cache (default: a quarter of RAM, as a database's buffer
+    /// pool is sized; the kernel's page cache may use all free memory). nfiles keeps 256m.
+    #[arg(long)]
+    budget: Option<String>,
     /// Write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -862,9 +863,14 @@ fn cmd_bench(a: BenchArgs) -> Result<String, Failure> {
     if !(64 << 20..=1 << 40).contains(&size) {
         return Err(usage("--size must be between 64m and 1t"));
     }
-    let budget = ahead::units::parse_size(&a.budget)
-        .map_err(|e| usage(format!("--budget: {e}")))?
-        .0;
+    let budget = match &a.budget {
+        Some(b) => {
+            ahead::units::parse_size(b)
+                .map_err(|e| usage(format!("--budget: {e}")))?
+                .0
+        }
+        None => bench::quarter_of_ram(),
+    };
     let patterns: Vec<String> = match &a.patterns {
         Some(list) => {
             let v: Vec<String> = list.split(',').map(|s| s.trim().to_string()).collect();

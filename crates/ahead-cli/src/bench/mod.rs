@@ -653,6 +653,23 @@ fn overlap(
 
 /// N files read slowly at once (the 1999 seed's select-vs-aio table): one reader takes 64 KiB
 /// from each file in turn, N = 10, 100, 1000, the same bytes in all; throughput against N.
+/// The default engine budget: a quarter of physical memory (256 MiB if it can't be told).
+pub fn quarter_of_ram() -> u64 {
+    let total_kb = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    (total_kb * 1024 / 4).max(256 << 20)
+}
+
+/// nfiles runs under this fixed budget whatever `--budget` says: the point is many streams
+/// sharing a small cache.
+const NFILES_BUDGET: u64 = 256 << 20;
+
 fn nfiles(
     plan: &Plan,
     push: &mut impl FnMut(&str, &str, Run),
@@ -667,7 +684,7 @@ fn nfiles(
         for contender in [Contender::Kernel, Contender::Ahead("adaptive".into())] {
             bar.set_message(format!("nfiles-{n} {}", contender.name()));
             let engine = ahead::engine::Engine::builder()
-                .budget(plan.engine.budget)
+                .budget(NFILES_BUDGET)
                 .build()
                 .map_err(|e| e.to_string())?;
             let mut files_k = Vec::new();
@@ -908,13 +925,15 @@ pub fn table(o: &Outcome) -> String {
     let m = &o.machine;
     let _ = writeln!(
         s,
-        "ahead bench: {} ({} bytes), {} CPUs, Linux {}, read_ahead_kb {}, max_sectors_kb {}; median of {} (min-max), runs capped at {} s\n",
+        "ahead bench: {} ({} bytes), {} CPUs, Linux {}, read_ahead_kb {}, max_sectors_kb {}; engine budget {} MiB (nfiles {} MiB); median of {} (min-max), runs capped at {} s\n",
         m["file"].as_str().unwrap_or(""),
         m["size_bytes"],
         m["cpus"],
         m["kernel"].as_str().unwrap_or(""),
         m["read_ahead_kb"],
         m["max_sectors_kb"],
+        m["engine_budget_bytes"].as_u64().unwrap_or(0) >> 20,
+        NFILES_BUDGET >> 20,
         m["repeat"],
         m["cap_s"]
     );

@@ -60,6 +60,10 @@ fn queue_depth(
             unsafe { ring.submission().push(&e) }.map_err(|_| io::Error::other("queue full"))?;
             submitted_at[i] = Instant::now();
             in_flight += 1;
+            // One submit per read, as 32 threads' reads reach the device: a batch rung in with
+            // one doorbell is served and completed as one (virtio does), so the queue drains
+            // between batches; submitted one by one it stays full (69K IOPS against 58K here).
+            ring.submit()?;
         }
         if in_flight == 0 {
             break;

@@ -44,7 +44,11 @@
 //! one miss among hits does not flap. Thrashing (pages evicted before use) shrinks the file's
 //! window cap by a quarter at each report, and only then, down to where thrashing stops; eight
 //! clean top-ups regrow it by an eighth. A congested queue defers asynchronous top-ups; what the
-//! reader waits for is never deferred.
+//! reader waits for is never deferred. A file read whole in a scrambled order (it fits in its
+//! share of the cache, and at least 1 in 32 reads that join no stream land on pages already
+//! cached, as iozone's mix does) loses nothing it reads ahead, since every page stays until a
+//! read comes for it: its forward streams read ahead at full size, as the kernel's page cache
+//! lets its windows do.
 //!
 //! **Hints.** Sequential: new streams are forward from their first read, with full windows.
 //! Random: no readahead at all. Will-need: the range is read ahead, no stream is disturbed.
@@ -293,6 +297,11 @@ pub struct Adaptive {
     conservative: bool,
     /// The stream the previous read joined.
     last: usize,
+    /// The whole file fits in its share of the cache: what is read ahead stays until read.
+    file_fits: bool,
+    /// Reads that joined no stream, and those of them that landed on cached pages.
+    jumps: u64,
+    jumps_onto_cached: u64,
 }
 
 impl Adaptive {
@@ -315,6 +324,9 @@ impl Adaptive {
             ahead_lost: 0,
             conservative: false,
             last: 0,
+            file_fits: false,
+            jumps: 0,
+            jumps_onto_cached: 0,
         }
     }
 
@@ -368,11 +380,29 @@ impl Adaptive {
         }
     }
 
+    /// Count a read that joined no stream, and whether it landed on cached pages.
+    fn note_jump(&mut self, onto_cached: bool) {
+        self.jumps += 1;
+        self.jumps_onto_cached += onto_cached as u64;
+        if self.jumps > 1 << 12 {
+            self.jumps /= 2;
+            self.jumps_onto_cached /= 2;
+        }
+    }
+
+    /// Whether the file is being read whole in a scrambled order: it fits in its share of the
+    /// cache, and jumps keep landing on pages read earlier (iozone's mix; a join over a table
+    /// that fits in memory). Then nothing read ahead is lost (it stays until some read comes
+    /// for it), and forward streams read ahead at full size, as the kernel's page cache does.
+    fn read_whole(&self) -> bool {
+        self.file_fits && self.jumps_onto_cached >= 8 && self.jumps_onto_cached * 32 >= self.jumps
+    }
+
     /// The most stream `st` may have ahead: what it has shown (twice its pages so far; 1/128
     /// of them for a stride, or for any stream where betting has not paid), within `cap`.
     fn bet(&self, st: &Stream, cap: u64) -> u64 {
         // A forward stream under a sequential hint has the application's word for it.
-        if self.sequential && st.shape == Shape::Forward {
+        if (self.sequential || self.read_whole()) && st.shape == Shape::Forward {
             return cap;
         }
         let shown = if st.shape == Shape::Stride || self.conservative {
@@ -872,8 +902,12 @@ impl Policy for Adaptive {
         // A read that starts a new stream on pages not yet read means its reader left the
         // stream it was in. On pages already read ahead it is only another reader's turn
         // (threads sharing the file), and nothing was abandoned.
-        if matches!(found, None | Some((_, Join::StrideCandidate))) && !ctx.is_cached(s) {
-            self.charge_left_behind();
+        self.file_fits = ctx.file_pages() <= ctx.readahead_budget();
+        if matches!(found, None | Some((_, Join::StrideCandidate))) {
+            if !ctx.is_cached(s) {
+                self.charge_left_behind();
+            }
+            self.note_jump(ctx.is_cached(s));
         }
         let i = match found {
             Some((from, Join::StrideCandidate)) => {
