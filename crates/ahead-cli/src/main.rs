@@ -63,17 +63,17 @@ enum Command {
 
 #[derive(Args)]
 struct BenchArgs {
-    /// The file to read (created with --size random bytes if missing). Default:
-    /// ahead-bench.dat in --dir.
+    /// An existing file to read (at least 64 MiB; never written). Default: ahead-bench.dat in
+    /// --dir, created with --size random bytes if missing.
     #[arg(long, conflicts_with = "dir")]
     file: Option<PathBuf>,
     /// Where to create the test file and the nfiles files (default: the current directory;
     /// not tmpfs).
     #[arg(long)]
     dir: Option<PathBuf>,
-    /// Size of the test file.
-    #[arg(long, default_value = "2g")]
-    size: String,
+    /// Size of the test file, or of the part of --file read (default 2g).
+    #[arg(long)]
+    size: Option<String>,
     /// A short suite: runs capped at 1 s, one repeat (under 2 minutes here).
     #[arg(long)]
     quick: bool,
@@ -475,6 +475,9 @@ fn csv_field(text: &str) -> String {
 }
 
 fn cmd_replay(a: ReplayArgs) -> Result<String, Failure> {
+    // Usage first: a wrong option is reported before the trace is read.
+    a.model.config_with(Defaults::default())?;
+    a.model.policies()?;
     let mut out = String::new();
     let reads_path = if TraceDir::is_trace_dir(&a.file) {
         TraceDir::reads_path(&a.file).map_err(runtime)?
@@ -577,6 +580,14 @@ fn cmd_trace(a: TraceArgs) -> Result<String, Failure> {
     }
     if !a.drop.is_empty() {
         return Err(usage("--drop goes with --kernel"));
+    }
+    check_output_dir(&a.output)?;
+    if let Some(cmd) = a.command.first() {
+        if !command_exists(cmd) {
+            return Err(runtime(format!(
+                "{cmd}: command not found: give a program to trace, as in `ahead trace -o t.log -- cat FILE`"
+            )));
+        }
     }
     let status = ahead::trace::run_strace(&a.output, &a.command).map_err(runtime)?;
     if !a.output.exists() {
@@ -806,13 +817,13 @@ fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
     })?;
     let mut out = BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
     let mut buf = vec![0u8; bs as usize];
-    let mut failed = 0;
+    // Like cat: a file that fails is reported, and the others are still written.
+    let mut errors: Vec<String> = Vec::new();
     'files: for path in &a.paths {
         let file = match engine.open(path) {
             Ok(f) => f,
             Err(e) => {
-                eprintln!("ahead cat: {e}");
-                failed += 1;
+                errors.push(e.to_string());
                 continue;
             }
         };
@@ -822,8 +833,7 @@ fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) => {
-                    eprintln!("ahead cat: {}: read at byte {offset}: {e}", path.display());
-                    failed += 1;
+                    errors.push(format!("{}: read at byte {offset}: {e}", path.display()));
                     continue 'files;
                 }
             };
@@ -846,18 +856,24 @@ fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
     if a.stats {
         eprintln!("{}", engine.stats());
     }
-    if failed > 0 {
-        return Err(runtime(format!(
-            "{failed} of {} files could not be read in full (see above)",
-            a.paths.len()
-        )));
+    match errors.len() {
+        0 => Ok(String::new()),
+        1 => Err(runtime(errors.remove(0))),
+        n => {
+            for e in &errors {
+                eprintln!("error: {e}");
+            }
+            Err(runtime(format!(
+                "{n} of {} files could not be read in full (see above)",
+                a.paths.len()
+            )))
+        }
     }
-    Ok(String::new())
 }
 
 fn cmd_bench(a: BenchArgs) -> Result<String, Failure> {
     use bench::sources::{Contender, EngineSettings};
-    let size = ahead::units::parse_size(&a.size)
+    let size = ahead::units::parse_size(a.size.as_deref().unwrap_or("2g"))
         .map_err(|e| usage(format!("--size: {e}")))?
         .0;
     if !(64 << 20..=1 << 40).contains(&size) {
@@ -903,6 +919,11 @@ fn cmd_bench(a: BenchArgs) -> Result<String, Failure> {
     if !(cap > 0.0 && cap <= 3600.0) {
         return Err(usage("--cap-s must be above 0 and at most 3600"));
     }
+    // A file the user names is read, never written: check it before anything else.
+    let size = match &a.file {
+        Some(f) => user_file_size(f, size, a.size.is_some())?,
+        None => size,
+    };
     let dir = a
         .dir
         .clone()
@@ -922,11 +943,14 @@ fn cmd_bench(a: BenchArgs) -> Result<String, Failure> {
             dir.display()
         )));
     }
-    let file = a
-        .file
-        .clone()
-        .unwrap_or_else(|| dir.join("ahead-bench.dat"));
-    let size = ensure_file(&file, size)?;
+    let (file, size) = match &a.file {
+        Some(f) => (f.clone(), size),
+        None => {
+            let f = dir.join("ahead-bench.dat");
+            let size = ensure_file(&f, size)?;
+            (f, size)
+        }
+    };
     let plan = bench::Plan {
         file,
         dir,
@@ -961,21 +985,75 @@ fn cmd_bench(a: BenchArgs) -> Result<String, Failure> {
     Ok(bench::table(&outcome))
 }
 
+/// The folder `output` goes in must exist (strace would only say it cannot open the file).
+fn check_output_dir(output: &std::path::Path) -> Result<(), Failure> {
+    let parent = output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    if !parent.is_dir() {
+        return Err(runtime(format!(
+            "{}: no such folder for the output: create it, or give -o a path in an existing one",
+            parent.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Whether `cmd` names a program: a path to an executable file, or a name found on PATH.
+fn command_exists(cmd: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if cmd.contains('/') {
+        return runnable(std::path::Path::new(cmd));
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|d| runnable(&d.join(cmd))))
+}
+
 /// Whether `dir` is on tmpfs or ramfs (memory, not a disk).
 fn on_tmpfs(dir: &std::path::Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: statfs fills a zeroed struct for a NUL-terminated path; the result is checked.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-        return false;
+    ahead::os::fs_type(dir)
+        .is_ok_and(|t| t == ahead::os::TMPFS_MAGIC || t == ahead::os::RAMFS_MAGIC)
+}
+
+/// The bytes to benchmark of a file the user named: all of it up to `size` (an explicit
+/// `--size` larger than the file is an error; the default just shrinks to the file).
+fn user_file_size(path: &std::path::Path, size: u64, explicit: bool) -> Result<u64, Failure> {
+    let m = std::fs::metadata(path).map_err(|e| {
+        runtime(format!(
+            "{}: {e} (give an existing file, or --dir DIR to let ahead make one there)",
+            path.display()
+        ))
+    })?;
+    if !m.is_file() {
+        return Err(runtime(format!(
+            "{}: not a regular file (the benchmark reads a file on a disk)",
+            path.display()
+        )));
     }
-    const TMPFS_MAGIC: i64 = 0x0102_1994;
-    const RAMFS_MAGIC: i64 = 0x8584_58f6;
-    let t = st.f_type as i64;
-    t == TMPFS_MAGIC || t == RAMFS_MAGIC
+    let len = m.len();
+    if len == 0 {
+        return Err(runtime(format!(
+            "{} is empty: give a file of at least 64 MiB, or --dir DIR to let ahead make one",
+            path.display()
+        )));
+    }
+    if len < 64 << 20 {
+        return Err(runtime(format!(
+            "{} is {len} bytes: the benchmark needs at least 64 MiB; give a bigger file or --dir DIR",
+            path.display()
+        )));
+    }
+    if explicit && size > len {
+        return Err(usage(format!(
+            "--size {size} is more than {} holds ({len} bytes); ahead never writes a file you name",
+            path.display()
+        )));
+    }
+    Ok(size.min(len))
 }
 
 /// Make sure `path` exists with at least `size` bytes (random, so nothing compresses or dedups

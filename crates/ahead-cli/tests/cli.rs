@@ -494,12 +494,8 @@ fn peak_rss_kib(args: &[&str]) -> (i32, i64) {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let mut status = 0;
-    // SAFETY: wait4 on our own child's pid, with valid out-pointers.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert_eq!(rc, child.id() as i32);
-    (libc::WEXITSTATUS(status), usage.ru_maxrss)
+    let (code, kib) = ahead::os::wait_with_peak_rss(child).unwrap();
+    (code, kib as i64)
 }
 
 #[test]
@@ -543,8 +539,7 @@ fn cat_of_an_unreadable_file_says_permission_denied() {
     let f = dir.join("secret");
     std::fs::write(&f, b"no").unwrap();
     std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = ahead::os::is_root();
     let out = if root {
         let bin = env!("CARGO_BIN_EXE_ahead");
         // nobody must be able to reach the binary; skip if the build tree is private.
@@ -689,4 +684,186 @@ fn bench_runs_contenders_side_by_side_and_writes_json() {
         svg.starts_with("<svg") && svg.contains("seq-1m"),
         "not the picture"
     );
+}
+
+/// Every command, fed what a user can get wrong: missing, unreadable-kind and binary inputs,
+/// absurd sizes. Each answers with an `error:` line that says what to do, exit 2 for a usage
+/// error and 1 for a runtime one, never a panic, and never blocks (a FIFO is refused, not
+/// opened for reading).
+#[test]
+fn every_command_meets_bad_input_with_one_clear_line() {
+    let dir = tmpdir("every-bad");
+    let p = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    let fifo = p("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    std::fs::write(p("empty"), b"").unwrap();
+    let binary: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(p("binary"), &binary).unwrap();
+    std::fs::write(p("file"), b"a small file\n").unwrap();
+    let missing = p("missing");
+    let (empty, binary_p, file, tlog) = (p("empty"), p("binary"), p("file"), p("t.log"));
+    let d = dir.to_string_lossy().into_owned();
+    let cases: Vec<(Vec<&str>, i32, &str)> = vec![
+        // sim
+        (vec!["sim", "--pattern", "seq:size=1E"], 2, "size"),
+        (vec!["sim", "--pattern", "seq:bs=0"], 2, "bs"),
+        (
+            vec!["sim", "--pattern", "seq", "--cache-mb", "0"],
+            2,
+            "cache",
+        ),
+        (vec!["sim", "--pattern", ""], 2, "pattern"),
+        // replay: missing, directory, FIFO, device, empty, binary
+        (vec!["replay", &missing], 1, "cannot open trace"),
+        (vec!["replay", &d], 1, "directory"),
+        (vec!["replay", &fifo], 1, "not a regular file"),
+        (vec!["replay", "/dev/null"], 1, "not a regular file"),
+        (vec!["replay", &empty], 1, "empty"),
+        (vec!["replay", &binary_p], 1, "line"),
+        (vec!["replay", &file, "--cache-mb", "0"], 2, "cache"),
+        // cat: FIFO, device, empty file (fine), missing
+        (vec!["cat", &fifo], 1, "not a regular file"),
+        (vec!["cat", "/dev/zero"], 1, "not a regular file"),
+        (vec!["cat", &missing], 1, "No such file"),
+        (vec!["cat", &file, "--budget", "1E"], 2, "budget"),
+        // trace: a command that is not there, an output folder that is not there
+        (
+            vec!["trace", "-o", &tlog, "--", "/nonexistent/cmd"],
+            1,
+            "nonexistent",
+        ),
+        (
+            vec!["trace", "-o", "/nonexistent/dir/t.log", "--", "true"],
+            1,
+            "/nonexistent/dir",
+        ),
+        // compare: a file, an empty folder
+        (vec!["compare", &file], 1, "trace --kernel"),
+        (vec!["compare", &d], 1, "trace --kernel"),
+        // bench: FIFO, device, directory, empty or missing file, absurd budget
+        (
+            vec!["bench", "--file", &fifo, "--quick"],
+            1,
+            "not a regular file",
+        ),
+        (
+            vec!["bench", "--file", "/dev/null", "--quick"],
+            1,
+            "not a regular file",
+        ),
+        (
+            vec!["bench", "--file", &d, "--quick"],
+            1,
+            "not a regular file",
+        ),
+        (vec!["bench", "--file", &empty, "--quick"], 1, "empty"),
+        (
+            vec!["bench", "--file", &missing, "--quick"],
+            1,
+            "No such file",
+        ),
+        (vec!["bench", "--dir", &d, "--budget", "1E"], 2, "budget"),
+    ];
+    let mut wrong = Vec::new();
+    for (args, code, mentions) in cases {
+        let out = ahead(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let ok = out.status.code() == Some(code)
+            && stderr.starts_with("error")
+            && stderr.contains(mentions)
+            && !stderr.contains("panicked")
+            && !stderr.contains("RUST_BACKTRACE")
+            && (code != 1 || stderr.trim_end().lines().count() == 1);
+        if !ok {
+            wrong.push(format!(
+                "{args:?}: exit {:?} (want {code}, mentioning '{mentions}'): {stderr}",
+                out.status.code()
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `replay` simulates: it never opens the files a trace names (strace shows every open it
+/// makes), so it needs no rights to them and cannot disturb them.
+#[test]
+fn replay_never_opens_the_files_a_trace_names() {
+    if !have_strace() {
+        eprintln!("skipped: strace is not installed");
+        return;
+    }
+    let dir = tmpdir("replay-opens");
+    let named = dir.join("named-by-the-trace");
+    std::fs::write(&named, b"do not open").unwrap();
+    let csv = dir.join("t.csv");
+    std::fs::write(
+        &csv,
+        format!(
+            "file,offset,len\n{0},0,4096\n{0},4096,4096\n",
+            named.display()
+        ),
+    )
+    .unwrap();
+    let log = dir.join("opens.log");
+    let out = Command::new("strace")
+        .args(["-f", "-e", "trace=open,openat,openat2", "-o"])
+        .arg(&log)
+        .arg(env!("CARGO_BIN_EXE_ahead"))
+        .arg("replay")
+        .arg(&csv)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let opens = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        opens.contains("t.csv"),
+        "the trace itself is opened: {opens}"
+    );
+    assert!(
+        !opens.contains("named-by-the-trace"),
+        "replay opened a file the trace names"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Recording the kernel's readahead needs root: as anyone else it says so, exit 1.
+#[test]
+fn kernel_tracing_as_a_user_says_it_needs_root() {
+    if !ahead::os::is_root() {
+        let out = ahead(&["trace", "--kernel", "-o", "/tmp/ahead-k", "--", "true"]);
+        assert_clean_failure(&out, 1, "root");
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_ahead");
+    let run_as_nobody = |args: &[&str]| {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", bin])
+            .args(args)
+            .output()
+    };
+    if !run_as_nobody(&["--version"]).is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: cannot run ahead as nobody here");
+        return;
+    }
+    let out = run_as_nobody(&[
+        "trace",
+        "--kernel",
+        "-o",
+        "/tmp/ahead-k-nobody",
+        "--",
+        "true",
+    ])
+    .unwrap();
+    assert_clean_failure(&out, 1, "root");
 }

@@ -19,7 +19,6 @@
 //!    kernel's cached pages, both in this process.
 
 use std::io::Read;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -27,9 +26,7 @@ use std::time::{Duration, Instant};
 use ahead::engine::Engine;
 
 fn drop_cache(path: &Path) {
-    let f = std::fs::File::open(path).expect("file opens");
-    // SAFETY: fadvise on an open descriptor.
-    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    ahead::os::drop_kernel_cache(path).expect("the kernel's cache for the file drops");
 }
 
 fn median_spread(mut v: Vec<f64>) -> (f64, f64, f64) {

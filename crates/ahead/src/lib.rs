@@ -22,6 +22,7 @@ pub mod trace;
 pub mod units;
 pub mod workload;
 
+pub use engine::os;
 pub use engine::{Advice, BackendChoice, Engine, File, RequestRecord, Stats};
 pub use policy::{AppRead, Hint, IoKind, IoRequest, Policy, PolicyConfig, RaContext};
 pub use sim::{DeviceModel, Metrics, RunReport, SimConfig, Simulator};

@@ -54,6 +54,18 @@ fn err_at(line: usize, message: impl Into<String>) -> TraceError {
     }
 }
 
+/// A line that could not be read: binary data gets a word on what a trace is.
+fn read_error(line: usize, e: std::io::Error) -> TraceError {
+    if e.kind() == std::io::ErrorKind::InvalidData {
+        err_at(
+            line,
+            "not text: ahead replay reads strace logs (as `ahead trace` writes) and CSV traces",
+        )
+    } else {
+        err_at(line, format!("cannot read: {e}"))
+    }
+}
+
 fn err(message: impl Into<String>) -> TraceError {
     TraceError {
         line: None,
@@ -114,6 +126,22 @@ pub fn run_strace(
 
 /// Read a trace file in either format.
 pub fn read_path(path: &std::path::Path) -> Result<Trace, TraceError> {
+    // Look before opening: opening a FIFO for reading would wait for a writer.
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => {
+            return Err(err(format!(
+                "{} is a directory: give the trace file (strace log or CSV) in it",
+                path.display()
+            )))
+        }
+        Ok(m) if !m.is_file() => {
+            return Err(err(format!(
+                "{} is not a regular file: save the trace to a file and give that",
+                path.display()
+            )))
+        }
+        _ => {}
+    }
     let file = std::fs::File::open(path)
         .map_err(|e| err(format!("cannot open trace {}: {e}", path.display())))?;
     parse(std::io::BufReader::with_capacity(1 << 20, file))
@@ -128,7 +156,7 @@ pub fn parse(mut input: impl BufRead) -> Result<Trace, TraceError> {
         let mut line = String::new();
         let n = input
             .read_line(&mut line)
-            .map_err(|e| err(format!("cannot read trace: {e}")))?;
+            .map_err(|e| read_error(head.len() + 1, e))?;
         if n == 0 {
             break;
         }
@@ -219,7 +247,8 @@ impl Builder {
 
 // ---------------------------------------------------------------- CSV
 
-fn parse_csv(input: impl std::io::Read) -> Result<Trace, TraceError> {
+/// Parse a CSV trace (see the module comment), whatever its first line looks like.
+pub fn parse_csv(input: impl std::io::Read) -> Result<Trace, TraceError> {
     let mut reader = csv::ReaderBuilder::new()
         .comment(Some(b'#'))
         .trim(csv::Trim::All)
@@ -305,13 +334,14 @@ struct Call<'a> {
     result: &'a str,
 }
 
-fn parse_strace(input: impl BufRead) -> Result<Trace, TraceError> {
+/// Parse an strace log (see the module comment), whatever its first line looks like.
+pub fn parse_strace(input: impl BufRead) -> Result<Trace, TraceError> {
     let mut b = Builder::default();
     let mut fds: HashMap<i64, OpenFd> = HashMap::new();
     let mut unfinished: HashMap<String, String> = HashMap::new();
     for (i, line) in input.lines().enumerate() {
         let n = i + 1;
-        let line = line.map_err(|e| err_at(n, format!("cannot read: {e}")))?;
+        let line = line.map_err(|e| read_error(n, e))?;
         let text = line.trim_end();
         if text.is_empty() {
             continue;

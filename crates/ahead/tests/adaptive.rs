@@ -302,13 +302,9 @@ fn a_file_read_whole_in_scrambled_order_is_read_ahead_at_full_size_when_it_fits(
     };
     let spec = "iozone:mix:size=512m,bs=16k,count=60000";
     let time = |policy: &str| {
-        sim::run(
-            policy,
-            config,
-            Pattern::parse(spec).unwrap().workload(),
-        )
-        .unwrap()
-        .faithful
+        sim::run(policy, config, Pattern::parse(spec).unwrap().workload())
+            .unwrap()
+            .faithful
     };
     let (a, k, o) = (time("adaptive"), time("linux-ondemand"), time("oracle"));
     assert!(

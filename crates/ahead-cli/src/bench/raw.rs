@@ -4,13 +4,13 @@
 //! `pread`, and io_uring.
 
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use io_uring::{opcode, types, IoUring};
+use io_uring::IoUring;
 
 use super::sources::{drop_kernel_cache, open_direct, Aligned};
 
@@ -26,65 +26,6 @@ pub struct RawRun {
 /// Nanoseconds since `t`, saturated to `u32` (latency samples).
 pub fn ns_since(t: Instant) -> u32 {
     t.elapsed().as_nanos().min(u32::MAX as u128) as u32
-}
-
-/// Keep `qd` `O_DIRECT` reads of up to `bs` bytes in flight on `ring` until `next` gives no more
-/// (offset, length) or `deadline` passes. Returns (bytes, reads, latencies).
-fn queue_depth(
-    ring: &mut IoUring,
-    fd: i32,
-    qd: usize,
-    bs: usize,
-    deadline: Instant,
-    mut next: impl FnMut() -> Option<(u64, usize)>,
-) -> io::Result<(u64, u64, Vec<u32>)> {
-    let mut bufs: Vec<Aligned> = (0..qd).map(|_| Aligned::new(bs)).collect();
-    let mut submitted_at = vec![Instant::now(); qd];
-    let (mut in_flight, mut bytes, mut reads) = (0usize, 0u64, 0u64);
-    let mut free: Vec<usize> = (0..qd).collect();
-    let mut latencies = Vec::new();
-    let mut more = true;
-    loop {
-        while more && Instant::now() < deadline {
-            let Some(i) = free.pop() else { break };
-            let Some((offset, len)) = next() else {
-                free.push(i);
-                more = false;
-                break;
-            };
-            let e = opcode::Read::new(types::Fd(fd), bufs[i].ptr(), len as u32)
-                .offset(offset)
-                .build()
-                .user_data(i as u64);
-            // SAFETY: buffer `i` is owned by this loop and not reused until its completion.
-            unsafe { ring.submission().push(&e) }.map_err(|_| io::Error::other("queue full"))?;
-            submitted_at[i] = Instant::now();
-            in_flight += 1;
-            // One submit per read, as 32 threads' reads reach the device: a batch rung in with
-            // one doorbell is served and completed as one (virtio does), so the queue drains
-            // between batches; submitted one by one it stays full (69K IOPS against 58K here).
-            ring.submit()?;
-        }
-        if in_flight == 0 {
-            break;
-        }
-        ring.submit_and_wait(1)?;
-        let done: Vec<(u64, i32)> = ring
-            .completion()
-            .map(|c| (c.user_data(), c.result()))
-            .collect();
-        for (i, res) in done {
-            if res < 0 {
-                return Err(io::Error::from_raw_os_error(-res));
-            }
-            latencies.push(ns_since(submitted_at[i as usize]));
-            bytes += res as u64;
-            reads += 1;
-            in_flight -= 1;
-            free.push(i as usize);
-        }
-    }
-    Ok((bytes, reads, latencies))
 }
 
 /// Sequential `O_DIRECT` reads of `bs` bytes at queue depth `qd` from the start of the file,
@@ -103,7 +44,7 @@ pub fn streaming(
     let start = Instant::now();
     let mut at = 0u64;
     let (bytes, reads, latencies) =
-        queue_depth(&mut ring, file.as_raw_fd(), qd, bs, start + cap, || {
+        ahead::os::queue_depth_reads(&mut ring, file.as_fd(), qd, bs, start + cap, || {
             if at >= size {
                 return None;
             }
@@ -138,7 +79,7 @@ pub fn random_qd32(path: &Path, method: &str, total: u64, cap: Duration) -> io::
             let mut n = 0;
             while n < total && Instant::now() < deadline {
                 let t = Instant::now();
-                file.read_at(buf.as_mut(), rng.below(pages) * 4096)?;
+                file.read_at(buf.as_mut_slice(), rng.below(pages) * 4096)?;
                 latencies.push(ns_since(t));
                 n += 1;
             }
@@ -159,7 +100,7 @@ pub fn random_qd32(path: &Path, method: &str, total: u64, cap: Duration) -> io::
                             && count.fetch_add(1, Ordering::Relaxed) < total
                         {
                             let t0 = Instant::now();
-                            if file.read_at(buf.as_mut(), rng.below(pages) * 4096).is_err() {
+                            if file.read_at(buf.as_mut_slice(), rng.below(pages) * 4096).is_err() {
                                 failed.store(true, Ordering::Relaxed);
                                 return;
                             }
@@ -185,7 +126,7 @@ pub fn random_qd32(path: &Path, method: &str, total: u64, cap: Duration) -> io::
             let mut rng = Rng(0);
             let mut issued = 0u64;
             let (_, done, lat) =
-                queue_depth(&mut ring, file.as_raw_fd(), 32, 4096, deadline, || {
+                ahead::os::queue_depth_reads(&mut ring, file.as_fd(), 32, 4096, deadline, || {
                     issued += 1;
                     (issued <= total).then(|| (rng.below(pages) * 4096, 4096))
                 })?;

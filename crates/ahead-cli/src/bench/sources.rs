@@ -3,8 +3,7 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
@@ -60,71 +59,7 @@ impl Contender {
     }
 }
 
-/// Drop `path`'s pages from the kernel's cache, so a run starts cold.
-pub fn drop_kernel_cache(path: &Path) -> io::Result<()> {
-    let f = File::open(path)?;
-    // SAFETY: fadvise on an open descriptor.
-    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(rc));
-    }
-    Ok(())
-}
-
-/// A file opened `O_DIRECT`.
-pub fn open_direct(path: &Path) -> io::Result<File> {
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path with a NUL byte"))?;
-    // SAFETY: a NUL-terminated path; the result is checked and owned at once.
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECT | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a descriptor just returned by open(2), owned by no one else.
-    Ok(unsafe { File::from_raw_fd(fd) })
-}
-
-/// A page-aligned buffer, for `O_DIRECT`.
-pub struct Aligned {
-    ptr: *mut u8,
-    len: usize,
-}
-
-// SAFETY: an owned allocation, used by one thread at a time through &mut.
-unsafe impl Send for Aligned {}
-
-impl Aligned {
-    pub fn new(len: usize) -> Aligned {
-        let len = len.max(4096).next_multiple_of(4096);
-        let layout = std::alloc::Layout::from_size_align(len, 4096).expect("layout");
-        // SAFETY: a non-zero layout; checked for null.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        assert!(!ptr.is_null(), "out of memory");
-        Aligned { ptr, len }
-    }
-
-    pub fn as_mut(&mut self) -> &mut [u8] {
-        // SAFETY: the allocation is `len` bytes, owned by self.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-
-    pub fn ptr(&mut self) -> *mut u8 {
-        self.ptr
-    }
-}
-
-impl Drop for Aligned {
-    fn drop(&mut self) {
-        let layout = std::alloc::Layout::from_size_align(self.len, 4096).expect("layout");
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { std::alloc::dealloc(self.ptr, layout) };
-    }
-}
+pub use ahead::os::{drop_kernel_cache, open_direct, AlignedBuf as Aligned};
 
 /// An open source for one run.
 pub enum Source {
@@ -143,8 +78,7 @@ impl Source {
             Contender::Kernel => Source::Kernel(File::open(path)?),
             Contender::KernelSeq => {
                 let f = File::open(path)?;
-                // SAFETY: fadvise on an open descriptor.
-                unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_SEQUENTIAL) };
+                ahead::os::fadvise(f.as_fd(), 0, 0, libc::POSIX_FADV_SEQUENTIAL)?;
                 Source::Kernel(f)
             }
             Contender::Direct => Source::Direct(open_direct(path)?),
@@ -185,7 +119,7 @@ impl Source {
                 let start = offset & !4095;
                 let end = (offset + buf.len() as u64).next_multiple_of(4096);
                 let span = (end - start) as usize;
-                let s = &mut scratch.as_mut()[..span];
+                let s = &mut scratch.as_mut_slice()[..span];
                 let n = f.read_at(s, start)?;
                 let skip = (offset - start) as usize;
                 let got = n.saturating_sub(skip).min(buf.len());

@@ -727,6 +727,14 @@ impl Cache {
         self.slots_freed();
     }
 
+    /// Pages whose read is in flight, for tests and stats.
+    pub fn in_flight_pages(&self) -> usize {
+        self.slot_state
+            .iter()
+            .filter(|s| s.load(Ordering::Relaxed) == SLOT_IN_FLIGHT)
+            .count()
+    }
+
     /// Pages ready or in flight, for tests and stats.
     pub fn resident_pages(&self) -> usize {
         self.slot_state

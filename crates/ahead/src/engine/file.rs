@@ -2,11 +2,11 @@
 //! buffered reads with `POSIX_FADV_RANDOM` where it does not (so the kernel does not read
 //! ahead a second time), and the device's limits from sysfs.
 
-use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
+
+use super::backend::os;
 
 use crate::units::PAGE_SIZE;
 
@@ -18,8 +18,12 @@ pub(crate) struct FileData {
     pub table: std::sync::Arc<super::cache::PageTable>,
     pub fd: OwnedFd,
     pub path: PathBuf,
-    /// Size in bytes when opened.
+    /// Size in bytes when opened: the page table covers this much.
     pub size: u64,
+    /// Size and modification time (ns) at the last read's check: a change means the file was
+    /// truncated, extended or written while open, and its cached pages are dropped.
+    pub live_size: std::sync::atomic::AtomicU64,
+    pub live_mtime_ns: std::sync::atomic::AtomicI64,
     /// Read with `O_DIRECT`.
     pub direct: bool,
     /// The device's `read_ahead_kb` and `max_sectors_kb`, if sysfs has them.
@@ -64,59 +68,22 @@ fn with_path(path: &Path, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{}: {e}{hint}", path.display()))
 }
 
-fn open_raw(c: &CString, flags: libc::c_int) -> io::Result<OwnedFd> {
-    // SAFETY: a NUL-terminated path; the result is checked and owned at once.
-    let fd = unsafe { libc::open(c.as_ptr(), flags | libc::O_RDONLY | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a descriptor just returned by open(2), owned by no one else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn fstat(fd: &OwnedFd) -> io::Result<libc::stat> {
-    // SAFETY: fstat fills a zeroed stat for an open descriptor; the result is checked.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(st)
-}
-
-/// The filesystem's direct I/O alignment for `fd`: `Some((memory, offset))` in bytes, `Some((0,
-/// 0))` if it reports that direct I/O is unsupported, `None` if it does not say.
-fn dio_alignment(fd: &OwnedFd) -> Option<(u32, u32)> {
-    // SAFETY: statx on an open descriptor with AT_EMPTY_PATH and an empty path; the buffer is
-    // a zeroed statx, and the result is checked.
-    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-    let rc = unsafe {
-        libc::statx(
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH,
-            libc::STATX_DIOALIGN,
-            &mut stx,
-        )
-    };
-    if rc < 0 || stx.stx_mask & libc::STATX_DIOALIGN == 0 {
-        return None;
-    }
-    Some((stx.stx_dio_mem_align, stx.stx_dio_offset_align))
+/// The size in bytes and modification time in ns of an open file, as they are now.
+pub(crate) fn size_and_mtime(fd: &OwnedFd) -> io::Result<(u64, i64)> {
+    let st = os::fstat(fd.as_fd())?;
+    Ok((
+        st.st_size as u64,
+        st.st_mtime.saturating_mul(1_000_000_000) + st.st_mtime_nsec,
+    ))
 }
 
 /// Open `path` for reading: a regular file, with `O_DIRECT` unless `allow_direct` is false or
 /// the filesystem refuses it (or needs an alignment above the page).
 pub(crate) fn open(path: &Path, allow_direct: bool) -> io::Result<Opened> {
-    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{}: a path with a NUL byte", path.display()),
-        )
-    })?;
     // First a plain open: it gives the right error for a missing file or a directory, and
     // does not block on a FIFO.
-    let plain = open_raw(&c, libc::O_NONBLOCK).map_err(|e| with_path(path, e))?;
-    let st = fstat(&plain).map_err(|e| with_path(path, e))?;
+    let plain = os::open_read(path, libc::O_NONBLOCK).map_err(|e| with_path(path, e))?;
+    let st = os::fstat(plain.as_fd()).map_err(|e| with_path(path, e))?;
     let kind = st.st_mode & libc::S_IFMT;
     if kind == libc::S_IFDIR {
         return Err(with_path(path, io::Error::from_raw_os_error(libc::EISDIR)));
@@ -137,10 +104,8 @@ pub(crate) fn open(path: &Path, allow_direct: bool) -> io::Result<Opened> {
         mtime_ns: st.st_mtime as i128 * 1_000_000_000 + st.st_mtime_nsec as i128,
     };
     let buffered = |fd: OwnedFd, why: String| -> io::Result<Opened> {
-        // SAFETY: fadvise on an open descriptor; advisory, so its result is not needed.
-        unsafe {
-            libc::posix_fadvise(fd.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
-        }
+        // Advisory: the reads are right without it, only slower.
+        let _ = os::fadvise(fd.as_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
         Ok(Opened {
             fd,
             identity,
@@ -148,19 +113,12 @@ pub(crate) fn open(path: &Path, allow_direct: bool) -> io::Result<Opened> {
             buffered_because: Some(why),
         })
     };
-    let plain = {
-        // Back to blocking mode for the reads.
-        // SAFETY: fcntl on an open descriptor.
-        unsafe {
-            let flags = libc::fcntl(plain.as_raw_fd(), libc::F_GETFL);
-            libc::fcntl(plain.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK);
-        }
-        plain
-    };
+    // Back to blocking mode for the reads.
+    os::set_blocking(plain.as_fd()).map_err(|e| with_path(path, e))?;
     if !allow_direct {
         return buffered(plain, "O_DIRECT turned off by the caller".into());
     }
-    match dio_alignment(&plain) {
+    match os::dio_alignment(plain.as_fd()) {
         Some((0, _)) | Some((_, 0)) => {
             return buffered(
                 plain,
@@ -175,7 +133,7 @@ pub(crate) fn open(path: &Path, allow_direct: bool) -> io::Result<Opened> {
         }
         _ => {}
     }
-    match open_raw(&c, libc::O_DIRECT) {
+    match os::open_read(path, libc::O_DIRECT) {
         Ok(fd) => Ok(Opened {
             fd,
             identity,

@@ -18,7 +18,8 @@
 //! Eviction (CLOCK) tells the policy, through refaults, when its windows outgrow the cache.
 //! Reads go through a backend ([`backend`]): io_uring, a thread pool or plain `preadv` in the
 //! caller, chosen by a probe at start, the choice and any fallback reported by [`Engine::stats`].
-//! Requests are at most the device's `max_sectors_kb`; the largest window follows the device's
+//! Ahead requests are at most the device's `max_sectors_kb` (a read a reader waits for goes whole, as
+//! its policy sized it); the largest window follows the device's
 //! `read_ahead_kb` (at least eight full requests, a quarter of the budget at most), and the
 //! policy is told the latency and
 //! bandwidth the engine measures, so windows keep the device busy rather than the kernel's
@@ -29,7 +30,7 @@ mod cache;
 mod file;
 
 use std::io::{self, Read, Seek, SeekFrom};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -41,6 +42,8 @@ use crate::policy::{self, DeviceEstimate, Hint, IoKind, IoRequest, Policy, Polic
 use crate::policy::{AppRead, RaContext};
 use crate::units::{Bytes, PAGE_SIZE};
 
+pub use backend::faults::{Fault, Faults};
+pub use backend::os;
 use backend::{Backend, Completer, ReadOp};
 use cache::{Cache, Lookup};
 use file::{FileData, Identity};
@@ -102,6 +105,7 @@ pub struct EngineBuilder {
     threads: usize,
     ra_max_kb: Option<u64>,
     io_max_kb: Option<u64>,
+    faults: Option<Faults>,
 }
 
 impl Default for EngineBuilder {
@@ -116,6 +120,7 @@ impl Default for EngineBuilder {
             threads: DEFAULT_THREADS,
             ra_max_kb: None,
             io_max_kb: None,
+            faults: None,
         }
     }
 }
@@ -176,6 +181,13 @@ impl EngineBuilder {
     /// The largest single read in KiB, instead of the device's `max_sectors_kb`.
     pub fn io_max_kb(mut self, kb: u64) -> Self {
         self.io_max_kb = Some(kb);
+        self
+    }
+
+    /// Wrap the backend in a fault injector driven by `faults` (tests and stress runs: see
+    /// [`Faults`]). Every request, waited for or read ahead, passes through it.
+    pub fn inject_faults(mut self, faults: Faults) -> Self {
+        self.faults = Some(faults);
         self
     }
 
@@ -246,6 +258,14 @@ impl EngineBuilder {
                 }
             }
         };
+        let backend: Box<dyn Backend> = match &self.faults {
+            Some(f) => Box::new(backend::faults::FaultBackend::new(
+                backend,
+                completer.clone(),
+                f.clone(),
+            )?),
+            None => backend,
+        };
         let log = self.record_requests.then(|| Mutex::new(Vec::new()));
         Ok(Engine {
             inner: Arc::new(Inner {
@@ -301,6 +321,9 @@ pub struct Stats {
     pub io_errors: u64,
     /// Pages the cache holds now (ready or in flight).
     pub resident_pages: u64,
+    /// Pages claimed by reads still in flight now: 0 once the engine is idle (a read that
+    /// never completes would pin its pages for good).
+    pub in_flight_pages: u64,
 }
 
 impl std::fmt::Display for Stats {
@@ -534,8 +557,18 @@ impl Inner {
     ) -> u64 {
         let cache = &self.core.cache;
         let end = io.start_page.saturating_add(io.pages).min(file.pages());
-        let io_max = io_max.min(cache.slots() as u64 / 4).max(1);
         let sync = io.kind == IoKind::Sync;
+        // What a reader waits for is copied out only after this returns: never more than a
+        // quarter of the cache, or its first pages would make room for its last.
+        let end = if sync {
+            end.min(io.start_page.saturating_add(cache.slots() as u64 / 4))
+        } else {
+            end
+        };
+        // A read a reader waits for goes whole, as the policy sized it (it is never split, so
+        // the simulator's request counts hold here); ahead reads go in the device's largest.
+        let io_max = if sync { io_max.max(io.pages) } else { io_max };
+        let io_max = io_max.min(cache.slots() as u64 / 4).max(1);
         let mut p = io.start_page;
         let mut brought = 0;
         while p < end {
@@ -548,7 +581,14 @@ impl Inner {
                 continue; // another reader claimed it first
             }
             *refaults += refault;
-            let slots = cache.alloc(file.id, p, claimed as usize, sync);
+            let mut slots = cache.alloc(file.id, p, claimed as usize, false);
+            if sync && slots.is_empty() {
+                // No room, and a reader waits: send the requests collected so far first (their
+                // slots free only once they complete; waiting with them unsent would wait for
+                // ever), then wait for a slot.
+                self.submit(out);
+                slots = cache.alloc(file.id, p, claimed as usize, true);
+            }
             let n = slots.len() as u64;
             if n < claimed {
                 cache.unclaim(&file.table, p + n, p + claimed);
@@ -593,7 +633,7 @@ impl Inner {
                 // A reader waits for this one: it reads it in its own thread, as the kernel
                 // does a synchronous read. Handing it to another thread and back would cost
                 // two context switches for nothing.
-                let result = backend::preadv_full(op.file.fd.as_raw_fd(), &op);
+                let result = self.backend.read_now(&op);
                 self.core.complete(op, result);
             } else {
                 self.backend.submit(op);
@@ -628,7 +668,8 @@ impl Inner {
             file: file.clone(),
             first_page: first,
             expected: file
-                .size
+                .live_size
+                .load(Ordering::Acquire)
                 .saturating_sub(first * PAGE_SIZE)
                 .min(pages * PAGE_SIZE),
             slots,
@@ -718,6 +759,10 @@ impl Engine {
                         fd: opened.fd,
                         path: path.to_path_buf(),
                         size: opened.identity.size,
+                        live_size: AtomicU64::new(opened.identity.size),
+                        live_mtime_ns: std::sync::atomic::AtomicI64::new(
+                            opened.identity.mtime_ns as i64,
+                        ),
                         direct: opened.direct,
                         read_ahead_kb: ra,
                         max_sectors_kb: io,
@@ -812,6 +857,7 @@ impl Engine {
             stall_ms: get(&c.stall_ns) as f64 / 1e6,
             io_errors: get(&c.io_errors),
             resident_pages: inner.core.cache.resident_pages() as u64,
+            in_flight_pages: inner.core.cache.in_flight_pages() as u64,
         }
     }
 
@@ -909,12 +955,12 @@ impl RaContext for EngineCtx<'_> {
 impl File {
     /// Size of the file in bytes, when it was opened.
     pub fn len(&self) -> u64 {
-        self.data.size
+        self.data.live_size.load(Ordering::Acquire)
     }
 
     /// Whether the file was empty when opened.
     pub fn is_empty(&self) -> bool {
-        self.data.size == 0
+        self.len() == 0
     }
 
     /// The path it was opened with.
@@ -984,7 +1030,10 @@ impl File {
     /// Read up to `buf.len()` bytes at `offset`, as `pread(2)` does: fewer only at the end of
     /// the file (0 at or past it). Errors are the system's, from the read that met them.
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let size = self.data.size;
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let size = self.current_size()?;
         if buf.is_empty() || offset >= size {
             return Ok(0);
         }
@@ -1002,7 +1051,9 @@ impl File {
         let (mut hits, mut misses) = (0u64, 0u64);
         let mut stall = Duration::ZERO;
         let mut attempts = 0u32;
-        let mut retried_failure = false;
+        // The last page retried after a failed read: each page gets one retry for this reader
+        // (an ahead read that failed may have covered pages that read fine on their own).
+        let mut retried_page = None;
         let mut result = Ok(());
 
         // Hits first: copy while pages are ready, without waiting. A read that is all hits
@@ -1063,15 +1114,20 @@ impl File {
                         break; // the file ends in this page
                     }
                 }
-                Lookup::Absent if attempts < ATTEMPTS => {
+                // Past the end the file had when opened (it grew): read past the cache.
+                Lookup::Absent if attempts < ATTEMPTS && page < self.data.pages() => {
                     attempts += 1;
                     let t = Instant::now();
                     let mut refaults = 0;
                     let mut ops = Vec::new();
+                    // One request's worth at a time: the pages are copied out as they come, and
+                    // asking for all of a read larger than the cache at once would evict its
+                    // first pages with its last before they are copied (and ask again, and
+                    // again). Ahead windows, not this, keep the device busy.
                     self.engine.start_io(
                         &self.data,
                         self.io_max,
-                        IoRequest::sync(page, end - page),
+                        IoRequest::sync(page, (end - page).min(self.io_max.max(1))),
                         &mut refaults,
                         &mut ops,
                     );
@@ -1104,10 +1160,10 @@ impl File {
                         }
                     }
                 }
-                Lookup::Failed(f) if !retried_failure => {
+                Lookup::Failed(f) if retried_page != Some(page) => {
                     // It may have been an ahead read that failed: try this page once more,
                     // for this reader.
-                    retried_failure = true;
+                    retried_page = Some(page);
                     let mut refaults = 0;
                     let mut ops = Vec::new();
                     self.engine.start_io(
@@ -1145,40 +1201,37 @@ impl File {
         }
     }
 
+    /// The file's size now. One `fstat` per read: if the size or the modification time
+    /// changed since the last read (truncated, extended, written in place while open), every
+    /// cached page of the file is dropped first, so no read returns bytes the file no longer
+    /// holds. A read racing the change may see either side of it, as with `pread(2)`.
+    fn current_size(&self) -> io::Result<u64> {
+        let d = &self.data;
+        let (size, mtime) = file::size_and_mtime(&d.fd)?;
+        let (was, was_mtime) = (
+            d.live_size.load(Ordering::Acquire),
+            d.live_mtime_ns.load(Ordering::Acquire),
+        );
+        if size != was || mtime != was_mtime {
+            d.live_size.store(size, Ordering::Release);
+            d.live_mtime_ns.store(mtime, Ordering::Release);
+            self.engine.core.cache.drop_range(&d.table, 0, d.pages());
+            self.engine.note_fallback(format!(
+                "{}: changed while open (size {was} -> {size} bytes): its cached pages were dropped",
+                d.path.display()
+            ));
+        }
+        Ok(size)
+    }
+
     /// Read one page's bytes from `from` straight from the file, past the cache.
     fn pread_page(&self, page: u64, from: usize, dst: &mut [u8]) -> io::Result<usize> {
-        let layout = std::alloc::Layout::from_size_align(PAGE, PAGE).expect("page layout");
-        // SAFETY: a non-zero-sized layout; freed below with the same layout.
-        let tmp = unsafe { std::alloc::alloc(layout) };
-        if tmp.is_null() {
-            return Err(io::Error::from(io::ErrorKind::OutOfMemory));
-        }
-        let n = loop {
-            // SAFETY: `tmp` is a page-aligned buffer of one page, valid for writes.
-            let n = unsafe {
-                libc::pread(
-                    std::os::fd::AsRawFd::as_raw_fd(&self.data.fd),
-                    tmp.cast(),
-                    PAGE,
-                    (page * PAGE_SIZE) as libc::off_t,
-                )
-            };
-            if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            break n;
-        };
-        let result = if n < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            let got = (n as usize).saturating_sub(from).min(dst.len());
-            // SAFETY: `from + got <= n <= PAGE` bytes of `tmp` were written by pread.
-            unsafe { std::ptr::copy_nonoverlapping(tmp.add(from), dst.as_mut_ptr(), got) };
-            Ok(got)
-        };
-        // SAFETY: allocated above with this layout.
-        unsafe { std::alloc::dealloc(tmp, layout) };
-        result
+        // Page-aligned, for a descriptor opened with O_DIRECT.
+        let mut tmp = os::AlignedBuf::new(PAGE);
+        let n = os::pread(self.data.fd.as_fd(), tmp.as_mut_slice(), page * PAGE_SIZE)?;
+        let got = n.saturating_sub(from).min(dst.len());
+        dst[..got].copy_from_slice(&tmp.as_slice()[from..from + got]);
+        Ok(got)
     }
 
     /// Pass advice to the file's policy (and, for don't-need, drop the range's pages).
@@ -1251,7 +1304,7 @@ impl Seek for &File {
         let cur = self.pos.load(Ordering::Relaxed);
         let new = match to {
             SeekFrom::Start(p) => Some(p),
-            SeekFrom::End(d) => self.data.size.checked_add_signed(d),
+            SeekFrom::End(d) => self.len().checked_add_signed(d),
             SeekFrom::Current(d) => cur.checked_add_signed(d),
         }
         .ok_or_else(|| {

@@ -40,18 +40,8 @@ pub fn tracefs_root() -> Result<PathBuf, String> {
             return Ok(root.into());
         }
     }
-    let target = c"/sys/kernel/tracing";
-    // SAFETY: plain mount(2) with static NUL-terminated strings and no data.
-    let rc = unsafe {
-        libc::mount(
-            c"nodev".as_ptr(),
-            target.as_ptr(),
-            c"tracefs".as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
-    if rc == 0 && Path::new("/sys/kernel/tracing/events").is_dir() {
+    let rc = crate::os::mount_tracefs(Path::new("/sys/kernel/tracing"));
+    if rc.is_ok() && Path::new("/sys/kernel/tracing/events").is_dir() {
         return Ok("/sys/kernel/tracing".into());
     }
     let why = std::io::Error::last_os_error();
@@ -85,6 +75,12 @@ fn write_to(path: &Path, text: &str) -> Result<(), String> {
 impl Recorder {
     /// Start recording. `inode`: only events for this inode (tracefs filter), or all.
     pub fn start(inode: Option<u64>) -> Result<Recorder, String> {
+        if !crate::os::is_root() {
+            return Err(
+                "recording the kernel's readahead (tracefs) needs root: run it again with sudo"
+                    .into(),
+            );
+        }
         let root = tracefs_root()?;
         if !root.join("events/readahead/page_cache_ra_order").is_dir() {
             return Err(format!(
@@ -273,46 +269,12 @@ pub fn drop_cached_pages(path: &Path) -> Result<(), String> {
 
 /// Pages of `f` in the page cache (`mincore` over a mapping of the whole file).
 pub fn resident_pages(f: &File) -> Result<u64, String> {
-    use std::os::fd::AsRawFd;
-    let len = f.metadata().map_err(|e| e.to_string())?.len() as usize;
-    if len == 0 {
-        return Ok(0);
-    }
-    // SAFETY: a read-only shared mapping of an open file, only passed to mincore and unmapped
-    // before returning; no byte of it is read.
-    unsafe {
-        let addr = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            f.as_raw_fd(),
-            0,
-        );
-        if addr == libc::MAP_FAILED {
-            return Err(format!("mmap: {}", std::io::Error::last_os_error()));
-        }
-        let pages = len.div_ceil(PAGE_SIZE as usize);
-        let mut vec = vec![0u8; pages];
-        let rc = libc::mincore(addr, len, vec.as_mut_ptr());
-        let err = std::io::Error::last_os_error();
-        libc::munmap(addr, len);
-        if rc != 0 {
-            return Err(format!("mincore: {err}"));
-        }
-        Ok(vec.iter().filter(|&&b| b & 1 != 0).count() as u64)
-    }
+    crate::os::kernel_cached_pages(f).map_err(|e| format!("mincore: {e}"))
 }
 
 fn fadvise(f: &File, offset: u64, len: u64, advice: libc::c_int) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: a valid open descriptor; posix_fadvise only advises.
-    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), offset as i64, len as i64, advice) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::from_raw_os_error(rc))
-    }
+    use std::os::fd::AsFd;
+    crate::os::fadvise(f.as_fd(), offset, len, advice)
 }
 
 /// Make `path` a file of at least `size` bytes: create it (filled with pseudo-random bytes) if it

@@ -5,9 +5,12 @@
 //!   fixed buffers, batched submission, completions reaped by one thread for all requests.
 //! * [`threads`]: a pool of threads doing `preadv(2)`: the fallback where io_uring is missing.
 //! * [`sync`]: `preadv(2)` in the caller's thread, ahead requests included: the baseline.
+//! * [`faults`]: wraps any of them and injects failures, short reads and delays (tests).
 //!
 //! A backend is handed [`ReadOp`]s and reports each one, once, to [`Completer::complete`].
 
+pub mod faults;
+pub mod os;
 pub mod sync;
 pub mod threads;
 pub mod uring;
@@ -70,6 +73,13 @@ pub(crate) trait Backend: Send + Sync {
     fn name(&self) -> &'static str;
     /// Start `op`. Its completion may be reported before this returns (`sync` always does).
     fn submit(&self, op: Box<ReadOp>);
+    /// Read `op` now, in the caller's thread, and return the result without completing it:
+    /// how a read a reader waits for is done (handing it to another thread and back would
+    /// cost two context switches for nothing).
+    fn read_now(&self, op: &ReadOp) -> io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        preadv_full(op.file.fd.as_raw_fd(), op)
+    }
     /// Whether ahead reads are asynchronous (false for `sync`).
     fn is_async(&self) -> bool {
         true

@@ -1,0 +1,255 @@
+//! `faults`: wraps any backend and makes chosen requests fail, come back short or come back
+//! late, the way a storage engine's tests break its disk. For tests and stress runs only; the
+//! engine takes it through [`crate::engine::EngineBuilder::inject_faults`].
+//!
+//! A request is matched by file (or any file) and byte range: a request that overlaps a rule's
+//! range gets its fault. `Fail` completes it with the rule's errno without reading; `Short`
+//! reads it but reports only the bytes before the range (a read that stops early, as one
+//! racing a truncation does); `Delay` holds it back before it reaches the wrapped backend.
+//! Rules may fire a limited number of times, and [`Faults::clear`] heals the disk at once, so
+//! a test can check that a retry after the fault succeeds. Random faults draw from a seeded
+//! generator: the same seed, the same faults for the same requests in the same order.
+
+use std::io;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::{Backend, Completer, ReadOp};
+use crate::pattern::SplitMix64;
+
+/// What happens to a request a rule matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Fail with this errno (`libc::EIO`, ...), reading nothing.
+    Fail(i32),
+    /// Read, but report only the bytes before the rule's range.
+    Short,
+    /// Reach the device this much later.
+    Delay(Duration),
+}
+
+#[derive(Clone, Debug)]
+struct Rule {
+    path: Option<PathBuf>,
+    bytes: Range<u64>,
+    fault: Fault,
+    /// Times it may still fire (`None`: every time).
+    left: Option<u64>,
+}
+
+/// Random faults: out of every million requests, how many fail (with `errno`), come back
+/// short, come back late (by `delay`).
+#[derive(Clone, Copy, Debug)]
+struct Random {
+    fail_ppm: u64,
+    short_ppm: u64,
+    delay_ppm: u64,
+    errno: i32,
+    delay: Duration,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    rules: Vec<Rule>,
+    random: Option<(Random, SplitMix64)>,
+}
+
+/// A fault plan, shared: clones are one plan, so a test keeps a clone to change or clear it
+/// while the engine runs.
+#[derive(Clone, Debug, Default)]
+pub struct Faults {
+    state: Arc<Mutex<State>>,
+    injected: Arc<AtomicU64>,
+}
+
+impl Faults {
+    /// A plan with no faults.
+    pub fn new() -> Faults {
+        Faults::default()
+    }
+
+    /// Requests overlapping `bytes` of `path` (any file if `None`) get `fault`, at most
+    /// `times` times (`None`: every time).
+    pub fn add(&self, path: Option<&Path>, bytes: Range<u64>, fault: Fault, times: Option<u64>) {
+        self.lock().rules.push(Rule {
+            path: path.map(Path::to_path_buf),
+            bytes,
+            fault,
+            left: times,
+        });
+    }
+
+    /// Random faults from a generator seeded with `seed`: out of a million requests,
+    /// `fail_ppm` fail with `errno`, `short_ppm` come back short and `delay_ppm` are delayed by
+    /// `delay`.
+    pub fn random(
+        &self,
+        seed: u64,
+        fail_ppm: u64,
+        short_ppm: u64,
+        delay_ppm: u64,
+        errno: i32,
+        delay: Duration,
+    ) {
+        self.lock().random = Some((
+            Random {
+                fail_ppm,
+                short_ppm,
+                delay_ppm,
+                errno,
+                delay,
+            },
+            SplitMix64(seed),
+        ));
+    }
+
+    /// Heal: no rule and no random fault from now on.
+    pub fn clear(&self) {
+        let mut s = self.lock();
+        s.rules.clear();
+        s.random = None;
+    }
+
+    /// Faults injected so far.
+    pub fn injected(&self) -> u64 {
+        self.injected.load(Ordering::Relaxed)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The fault for a request of `len` bytes at `offset` of `path`, if any; and where a short
+    /// read stops (bytes from `offset`).
+    fn pick(&self, path: &Path, offset: u64, len: u64) -> Option<(Fault, u64)> {
+        let mut s = self.lock();
+        let end = offset + len;
+        let hit = s.rules.iter_mut().find(|r| {
+            r.left != Some(0)
+                && r.path.as_deref().is_none_or(|p| p == path)
+                && r.bytes.start < end
+                && offset < r.bytes.end
+        });
+        let picked = if let Some(r) = hit {
+            if let Some(n) = &mut r.left {
+                *n -= 1;
+            }
+            Some((r.fault, r.bytes.start.saturating_sub(offset)))
+        } else if let Some((r, rng)) = &mut s.random {
+            let x = rng.below(1_000_000);
+            if x < r.fail_ppm {
+                Some((Fault::Fail(r.errno), 0))
+            } else if x < r.fail_ppm + r.short_ppm {
+                // Stop somewhere inside the request, on a page boundary or not.
+                Some((Fault::Short, rng.below(len.max(1))))
+            } else if x < r.fail_ppm + r.short_ppm + r.delay_ppm {
+                Some((Fault::Delay(r.delay), 0))
+            } else {
+                None
+            }
+        } else {
+            None
+        };
+        if picked.is_some() {
+            self.injected.fetch_add(1, Ordering::Relaxed);
+        }
+        picked
+    }
+}
+
+/// The wrapper. See the module comment.
+pub(crate) struct FaultBackend {
+    inner: Arc<dyn Backend>,
+    completer: Arc<dyn Completer>,
+    faults: Faults,
+    /// Delayed requests go to a thread of their own that submits each when its time comes,
+    /// so the submitter is not held up (a slow device's completion arrives late, too).
+    delayed: Mutex<mpsc::Sender<(Instant, Box<ReadOp>)>>,
+}
+
+impl FaultBackend {
+    pub fn new(
+        inner: Box<dyn Backend>,
+        completer: Arc<dyn Completer>,
+        faults: Faults,
+    ) -> io::Result<Self> {
+        let inner: Arc<dyn Backend> = Arc::from(inner);
+        let (tx, rx) = mpsc::channel::<(Instant, Box<ReadOp>)>();
+        let late = inner.clone();
+        std::thread::Builder::new()
+            .name("ahead-fault-delay".into())
+            .spawn(move || {
+                // Ends when the backend (and its sender) is dropped.
+                for (at, op) in rx {
+                    std::thread::sleep(at.saturating_duration_since(Instant::now()));
+                    late.submit(op);
+                }
+            })?;
+        Ok(FaultBackend {
+            inner,
+            completer,
+            faults,
+            delayed: Mutex::new(tx),
+        })
+    }
+
+    fn pick(&self, op: &ReadOp) -> Option<(Fault, u64)> {
+        self.faults
+            .pick(&op.file.path, op.offset(), op.len() as u64)
+    }
+}
+
+impl Backend for FaultBackend {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn submit(&self, op: Box<ReadOp>) {
+        match self.pick(&op) {
+            None => self.inner.submit(op),
+            Some((Fault::Fail(errno), _)) => {
+                self.completer
+                    .complete(op, Err(io::Error::from_raw_os_error(errno)));
+            }
+            Some((Fault::Short, keep)) => {
+                let result = self.inner.read_now(&op).map(|n| n.min(keep as usize));
+                self.completer.complete(op, result);
+            }
+            Some((Fault::Delay(d), _)) => {
+                if !self.inner.is_async() {
+                    std::thread::sleep(d);
+                    self.inner.submit(op);
+                    return;
+                }
+                let sent = self
+                    .delayed
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .send((Instant::now() + d, op));
+                if let Err(mpsc::SendError((_, op))) = sent {
+                    // The delay thread is gone: submit it now rather than lose it.
+                    self.inner.submit(op);
+                }
+            }
+        }
+    }
+
+    fn read_now(&self, op: &ReadOp) -> io::Result<usize> {
+        match self.pick(op) {
+            None => self.inner.read_now(op),
+            Some((Fault::Fail(errno), _)) => Err(io::Error::from_raw_os_error(errno)),
+            Some((Fault::Short, keep)) => self.inner.read_now(op).map(|n| n.min(keep as usize)),
+            Some((Fault::Delay(d), _)) => {
+                std::thread::sleep(d);
+                self.inner.read_now(op)
+            }
+        }
+    }
+
+    fn is_async(&self) -> bool {
+        self.inner.is_async()
+    }
+}

@@ -1,0 +1,302 @@
+//! The system calls ahead makes besides the reads themselves, each wrapped once behind a safe
+//! function: opening with `O_DIRECT`, `fstat`/`statx`, `fadvise`, `statfs`, `getrusage`,
+//! `pread` into a page-aligned buffer, `mincore`, `mount`. With the backends and the cache,
+//! this is the only place `unsafe` is written; the rest of the library and the command line
+//! call these. Public as [`crate::os`].
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+fn c_path(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: a path with a NUL byte", path.display()),
+        )
+    })
+}
+
+/// Open `path` read-only (and close-on-exec) with `flags` added (`O_DIRECT`, `O_NONBLOCK`).
+pub fn open_read(path: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
+    let c = c_path(path)?;
+    // SAFETY: a NUL-terminated path; the result is checked and owned at once.
+    let fd = unsafe { libc::open(c.as_ptr(), flags | libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor just returned by open(2), owned by no one else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Open `path` with `O_DIRECT`, as a `std::fs::File`.
+pub fn open_direct(path: &Path) -> io::Result<std::fs::File> {
+    open_read(path, libc::O_DIRECT).map(std::fs::File::from)
+}
+
+/// `fstat(2)`.
+pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
+    // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes into the struct it is given, for an open descriptor.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st)
+}
+
+/// The filesystem's direct I/O alignment for `fd` (`statx` `STATX_DIOALIGN`): `Some((memory,
+/// offset))` in bytes, `Some((0, 0))` if direct I/O is unsupported, `None` if it does not say.
+pub fn dio_alignment(fd: BorrowedFd<'_>) -> Option<(u32, u32)> {
+    // SAFETY: an all-zero `statx` is a valid value of this plain C struct.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: statx on an open descriptor with AT_EMPTY_PATH and an empty, NUL-terminated
+    // path, writing into the struct it is given.
+    let rc = unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_DIOALIGN,
+            &mut stx,
+        )
+    };
+    if rc < 0 || stx.stx_mask & libc::STATX_DIOALIGN == 0 {
+        return None;
+    }
+    Some((stx.stx_dio_mem_align, stx.stx_dio_offset_align))
+}
+
+/// Turn `O_NONBLOCK` off on `fd`.
+pub fn set_blocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: fcntl F_GETFL/F_SETFL on an open descriptor, with an int argument.
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `posix_fadvise(2)` on `len` bytes at `offset` (0, 0: the whole file).
+pub fn fadvise(fd: BorrowedFd<'_>, offset: u64, len: u64, advice: libc::c_int) -> io::Result<()> {
+    // SAFETY: advice on an open descriptor; it reads and writes no memory of ours.
+    let rc = unsafe {
+        libc::posix_fadvise(
+            fd.as_raw_fd(),
+            offset as libc::off_t,
+            len as libc::off_t,
+            advice,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
+
+/// Drop `path`'s pages from the kernel's page cache (`POSIX_FADV_DONTNEED` over the file), so
+/// the next buffered read of it is cold.
+pub fn drop_kernel_cache(path: &Path) -> io::Result<()> {
+    let f = std::fs::File::open(path)?;
+    use std::os::fd::AsFd;
+    fadvise(f.as_fd(), 0, 0, libc::POSIX_FADV_DONTNEED)
+}
+
+/// The filesystem type (`statfs(2)`'s `f_type`) of the filesystem holding `path`.
+pub fn fs_type(path: &Path) -> io::Result<i64> {
+    let c = c_path(path)?;
+    // SAFETY: an all-zero `statfs` is a valid value of this plain C struct.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: statfs writes into the struct it is given, for a NUL-terminated path.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st.f_type as i64)
+}
+
+/// tmpfs's and ramfs's `f_type`: memory, not a disk.
+pub const TMPFS_MAGIC: i64 = 0x0102_1994;
+/// See [`TMPFS_MAGIC`].
+pub const RAMFS_MAGIC: i64 = 0x8584_58f6;
+
+/// CPU time this process has used, user and system, in seconds (`getrusage(2)`; kernel
+/// threads working for its io_uring count as its own).
+pub fn cpu_seconds() -> f64 {
+    // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes into the struct it is given.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// `pread(2)` into `buf`, retried on `EINTR`: bytes read (0 at the end of the file).
+pub fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    loop {
+        // SAFETY: `buf` is valid for writes of its length.
+        let n = unsafe {
+            libc::pread(
+                fd.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                offset as libc::off_t,
+            )
+        };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// A zeroed, page-aligned buffer (what `O_DIRECT` reads need), freed on drop.
+pub struct AlignedBuf {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: it owns its allocation outright; shared access is only through &self / &mut self.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: as above: &AlignedBuf gives only reads.
+unsafe impl Sync for AlignedBuf {}
+
+impl AlignedBuf {
+    /// At least `len` bytes (rounded up to whole pages, at least one).
+    pub fn new(len: usize) -> AlignedBuf {
+        let len = len.max(1).next_multiple_of(4096);
+        let layout = std::alloc::Layout::from_size_align(len, 4096).expect("page layout");
+        // SAFETY: a layout of non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr =
+            std::ptr::NonNull::new(ptr).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        AlignedBuf { ptr, len }
+    }
+
+    /// The bytes.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: `len` initialized bytes owned by self, borrowed mutably once.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The bytes, read only.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `len` initialized bytes owned by self.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The start, for an I/O submission that writes into it while self lives.
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never true (at least one page); for clippy's `len_without_is_empty`.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        let layout = std::alloc::Layout::from_size_align(self.len, 4096).expect("page layout");
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
+    }
+}
+
+/// Pages of `f` in the kernel's page cache (`mincore(2)` over a mapping of it).
+pub fn kernel_cached_pages(f: &std::fs::File) -> io::Result<u64> {
+    let len = f.metadata()?.len() as usize;
+    if len == 0 {
+        return Ok(0);
+    }
+    // SAFETY: a read-only shared mapping of an open file; only passed to mincore and unmapped
+    // before returning; no byte of it is read.
+    unsafe {
+        let addr = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        );
+        if addr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let mut vec = vec![0u8; len.div_ceil(4096)];
+        let rc = libc::mincore(addr, len, vec.as_mut_ptr());
+        let err = io::Error::last_os_error();
+        libc::munmap(addr, len);
+        if rc != 0 {
+            return Err(err);
+        }
+        Ok(vec.iter().filter(|&&b| b & 1 != 0).count() as u64)
+    }
+}
+
+/// Mount tracefs at `target` (root only).
+pub fn mount_tracefs(target: &Path) -> io::Result<()> {
+    let c = c_path(target)?;
+    // SAFETY: mount(2) with NUL-terminated strings and no data.
+    let rc = unsafe {
+        libc::mount(
+            c"nodev".as_ptr(),
+            c.as_ptr(),
+            c"tracefs".as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Wait for `child` to exit: its exit code (128 + signal if killed) and the peak resident
+/// memory it reached, in KiB (`wait4(2)`'s `ru_maxrss`).
+pub fn wait_with_peak_rss(child: std::process::Child) -> io::Result<(i32, u64)> {
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: wait4 on our own child, writing into the two values it is given.
+        let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if rc == pid {
+            break;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        128 + libc::WTERMSIG(status)
+    };
+    Ok((code, usage.ru_maxrss.max(0) as u64))
+}
+
+/// Whether this process runs as root (effective uid 0).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+pub use super::uring::queue_depth_reads;

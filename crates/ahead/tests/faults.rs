@@ -1,0 +1,391 @@
+//! The engine under faults: a disk that fails, comes back short or late (injected through
+//! `EngineBuilder::inject_faults`, around every backend), and files truncated, extended,
+//! rewritten or replaced while they are read. No wrong byte, ever; every failed read reports
+//! the fault it met; a retry after the fault succeeds; nothing stays pinned; other files keep
+//! being served.
+
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ahead::engine::{BackendChoice, Engine, Fault, Faults};
+use ahead::pattern::SplitMix64;
+
+/// The errno the tests inject: one no real read here returns, so it can't be mistaken.
+const INJECTED: i32 = libc::EBADMSG;
+
+const BACKENDS: [BackendChoice; 3] = [
+    BackendChoice::Uring,
+    BackendChoice::Threads,
+    BackendChoice::Sync,
+];
+
+fn dir() -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fault-tests");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Seeded random bytes: a zeroed or shifted page never passes for the right one.
+fn content(size: usize, seed: u64) -> Vec<u8> {
+    let mut rng = SplitMix64(seed);
+    let mut v = Vec::with_capacity(size + 8);
+    while v.len() < size {
+        v.extend_from_slice(&rng.next_u64().to_le_bytes());
+    }
+    v.truncate(size);
+    v
+}
+
+fn write_file(name: &str, data: &[u8]) -> PathBuf {
+    let path = dir().join(name);
+    std::fs::write(&path, data).unwrap();
+    path
+}
+
+fn engine(backend: BackendChoice, policy: &str, budget: u64, faults: &Faults) -> Engine {
+    Engine::builder()
+        .backend(backend)
+        .policy(policy)
+        .budget(budget)
+        .threads(8)
+        .inject_faults(faults.clone())
+        .build()
+        .unwrap()
+}
+
+/// Wait (at most 5 s) until no read is in flight, and return the pages still claimed.
+fn settle(e: &Engine) -> u64 {
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let pinned = e.stats().in_flight_pages;
+        if pinned == 0 || Instant::now() > until {
+            return pinned;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_failed_request_fails_the_read_that_meets_it_and_a_retry_after_the_fault_succeeds() {
+    let data = content(4 << 20, 1);
+    let other_data = content(1 << 20, 2);
+    let path = write_file("fail-4m", &data);
+    let other = write_file("fail-other", &other_data);
+    let bad = (1 << 20) + 8192..(1 << 20) + 12288; // one page, in the middle of the file
+    for backend in BACKENDS {
+        for policy in ["adaptive", "linux-ondemand", "none"] {
+            let faults = Faults::new();
+            faults.add(Some(&path), bad.clone(), Fault::Fail(INJECTED), None);
+            let e = engine(backend, policy, 8 << 20, &faults);
+            let f = e.open(&path).unwrap();
+            let g = e.open(&other).unwrap();
+            let ctx = format!("{backend:?} {policy}");
+            let mut buf = vec![0u8; 64 << 10];
+            let mut failed = 0;
+            for off in (0..data.len() as u64).step_by(buf.len()) {
+                match f.read_at(&mut buf, off) {
+                    Ok(n) => {
+                        // A read that stops short stops at the bad page, never after it.
+                        assert!(
+                            n == buf.len() || off + n as u64 == bad.start,
+                            "{ctx}: {off}"
+                        );
+                        assert!(
+                            buf[..n] == data[off as usize..off as usize + n],
+                            "{ctx}: {off}"
+                        );
+                        if n < buf.len() {
+                            // The rest of the read meets the fault on its own.
+                            let e = f.read_at(&mut buf, bad.start).unwrap_err();
+                            assert_eq!(e.raw_os_error(), Some(INJECTED), "{ctx}");
+                            failed += 1;
+                        }
+                    }
+                    Err(err) => {
+                        assert_eq!(err.raw_os_error(), Some(INJECTED), "{ctx}: {off}: {err}");
+                        assert!(
+                            off <= bad.start && bad.start < off + buf.len() as u64,
+                            "{ctx}"
+                        );
+                        failed += 1;
+                    }
+                }
+                // The other file on the same engine is served all along.
+                let mut o = vec![0u8; 4096];
+                let at = (off / 4) % (other_data.len() as u64 - 4096);
+                assert_eq!(g.read_at(&mut o, at).unwrap(), 4096, "{ctx}");
+                assert!(
+                    o[..] == other_data[at as usize..at as usize + 4096],
+                    "{ctx}"
+                );
+            }
+            assert!(failed >= 1, "{ctx}: the fault was never met");
+            // Every byte around the fault is still right, and the fault is not cached: healed,
+            // the same read succeeds.
+            let mut small = vec![0u8; 4096];
+            assert_eq!(
+                f.read_at(&mut small, bad.start).unwrap_err().raw_os_error(),
+                Some(INJECTED),
+                "{ctx}"
+            );
+            faults.clear();
+            assert_eq!(f.read_at(&mut small, bad.start).unwrap(), 4096, "{ctx}");
+            assert!(
+                small[..] == data[bad.start as usize..bad.end as usize],
+                "{ctx}"
+            );
+            assert_eq!(settle(&e), 0, "{ctx}: pages left pinned");
+            assert!(e.stats().io_errors >= 1, "{ctx}");
+        }
+    }
+}
+
+#[test]
+fn short_and_late_requests_still_give_every_byte() {
+    let data = content(3 << 20, 3);
+    let path = write_file("short-3m", &data);
+    for backend in BACKENDS {
+        let faults = Faults::new();
+        // Every request over the second MiB stops 1000 bytes into it; requests over the
+        // third come back 20 ms late.
+        faults.add(Some(&path), (1 << 20) + 1000..2 << 20, Fault::Short, None);
+        faults.add(
+            Some(&path),
+            2 << 20..3 << 20,
+            Fault::Delay(Duration::from_millis(20)),
+            None,
+        );
+        let e = engine(backend, "adaptive", 4 << 20, &faults);
+        let f = e.open(&path).unwrap();
+        let mut got = vec![0u8; data.len()];
+        for (i, chunk) in got.chunks_mut(16 << 10).enumerate() {
+            let off = (i * (16 << 10)) as u64;
+            let n = f.read_at(chunk, off).unwrap();
+            assert_eq!(n, chunk.len(), "{backend:?} at {off}");
+        }
+        assert!(got == data, "{backend:?}: bytes differ");
+        assert!(faults.injected() > 0, "{backend:?}: no fault was injected");
+        assert_eq!(settle(&e), 0, "{backend:?}: pages left pinned");
+    }
+}
+
+#[test]
+fn random_faults_from_many_threads_never_return_a_wrong_byte() {
+    let data = Arc::new(content(6 << 20, 4));
+    let path = write_file("random-6m", &data);
+    for backend in BACKENDS {
+        for (seed, policy) in [(11, "adaptive"), (12, "linux-ondemand"), (13, "none")] {
+            let faults = Faults::new();
+            // 5% of requests fail, 5% come back short, 5% come back 2 ms late.
+            faults.random(
+                seed,
+                50_000,
+                50_000,
+                50_000,
+                INJECTED,
+                Duration::from_millis(2),
+            );
+            let e = engine(backend, policy, 1 << 20, &faults);
+            let f = Arc::new(e.open(&path).unwrap());
+            let errors = AtomicU64::new(0);
+            std::thread::scope(|s| {
+                for t in 0..6u64 {
+                    let (f, data, errors) = (f.clone(), data.clone(), &errors);
+                    s.spawn(move || {
+                        let mut rng = SplitMix64(seed * 100 + t);
+                        let mut buf = vec![0u8; 200 << 10];
+                        for i in 0..300 {
+                            // Half sequential runs, half random jumps, odd sizes.
+                            let len = 1 + rng.below(buf.len() as u64) as usize;
+                            let off = if i % 2 == 0 {
+                                rng.below(data.len() as u64 + 8192)
+                            } else {
+                                (i as u64 * 37_000) % data.len() as u64
+                            };
+                            match f.read_at(&mut buf[..len], off) {
+                                Ok(n) => {
+                                    let end = (off as usize + len).min(data.len());
+                                    let want = &data[(off as usize).min(end)..end];
+                                    assert!(n <= want.len());
+                                    assert!(buf[..n] == want[..n], "wrong bytes at {off}+{n}");
+                                }
+                                Err(e) => {
+                                    assert_eq!(e.raw_os_error(), Some(INJECTED), "{e}");
+                                    errors.fetch_add(1, Ordering::Relaxed);
+                                }
+                            }
+                        }
+                    });
+                }
+            });
+            let ctx = format!("{backend:?} {policy}");
+            assert!(
+                faults.injected() > 10,
+                "{ctx}: {} faults",
+                faults.injected()
+            );
+            // Healed, the whole file reads right, and nothing stays pinned.
+            faults.clear();
+            let mut all = vec![0u8; data.len()];
+            let mut done = 0;
+            while done < all.len() {
+                let n = f.read_at(&mut all[done..], done as u64).unwrap();
+                assert!(n > 0, "{ctx}");
+                done += n;
+            }
+            assert!(all[..] == data[..], "{ctx}: bytes differ after healing");
+            assert_eq!(settle(&e), 0, "{ctx}: pages left pinned");
+        }
+    }
+}
+
+/// `pread` of `len` bytes at `off` through a plain descriptor: the reference.
+fn pread(file: &std::fs::File, off: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    let mut n = 0;
+    while n < len {
+        let k = file.read_at(&mut v[n..], off + n as u64).unwrap();
+        if k == 0 {
+            break;
+        }
+        n += k;
+    }
+    v.truncate(n);
+    v
+}
+
+#[test]
+fn a_file_truncated_extended_or_rewritten_while_open_reads_as_pread_does() {
+    let data = content(8 << 20, 5);
+    for backend in BACKENDS {
+        let path = write_file(&format!("trunc-{backend:?}"), &data);
+        let e = engine(backend, "adaptive", 32 << 20, &Faults::new());
+        let f = e.open(&path).unwrap();
+        let plain = std::fs::File::open(&path).unwrap();
+        let writer = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        let read = |off: u64, len: usize| {
+            let mut v = vec![0xEEu8; len];
+            let n = f.read_at(&mut v, off).unwrap();
+            v.truncate(n);
+            v
+        };
+        // Read the first half: the engine reads well ahead of it.
+        for off in (0..4u64 << 20).step_by(64 << 10) {
+            assert!(read(off, 64 << 10) == data[off as usize..off as usize + (64 << 10)]);
+        }
+        // Truncated to a size that is not a page multiple.
+        writer.set_len((1 << 20) + 100).unwrap();
+        for (off, len) in [
+            (2u64 << 20, 4096),
+            (1 << 20, 4096),
+            (0, 2 << 20),
+            (5 << 20, 1),
+        ] {
+            assert!(
+                read(off, len) == pread(&plain, off, len),
+                "{backend:?}: after truncation, {off}+{len}"
+            );
+        }
+        assert_eq!(f.len(), (1 << 20) + 100);
+        // Extended again: zeros past the old end, as pread gives, not the old bytes.
+        writer.set_len(3 << 20).unwrap();
+        for (off, len) in [(1u64 << 20, 8192), (2 << 20, 65536), (0, 3 << 20)] {
+            assert!(
+                read(off, len) == pread(&plain, off, len),
+                "{backend:?}: after extension, {off}+{len}"
+            );
+        }
+        // Rewritten in place, same size: the new bytes.
+        let fresh = content(3 << 20, 6);
+        writer.write_all_at(&fresh, 0).unwrap();
+        assert!(read(0, 3 << 20) == fresh, "{backend:?}: after rewrite");
+        // Grown past the size it had when opened: read past the cache, still right.
+        let tail = content(1 << 20, 7);
+        writer.write_all_at(&tail, 9 << 20).unwrap();
+        for (off, len) in [(8u64 << 20, 2 << 20), (9 << 20, 4096), (0, 10 << 20)] {
+            assert!(
+                read(off, len) == pread(&plain, off, len),
+                "{backend:?}: after growth, {off}+{len}"
+            );
+        }
+        assert_eq!(settle(&e), 0, "{backend:?}");
+        assert!(
+            e.stats()
+                .fallbacks
+                .iter()
+                .any(|w| w.contains("changed while open")),
+            "{backend:?}: the change is reported in stats"
+        );
+    }
+}
+
+#[test]
+fn truncation_racing_readers_never_returns_bytes_past_the_new_end() {
+    let data = Arc::new(content(8 << 20, 8));
+    for backend in BACKENDS {
+        let path = write_file(&format!("race-{backend:?}"), &data);
+        let e = engine(backend, "adaptive", 16 << 20, &Faults::new());
+        let f = Arc::new(e.open(&path).unwrap());
+        // The size every read may rely on: set only after set_len returns.
+        let size = Arc::new(AtomicU64::new(data.len() as u64));
+        let stop = Arc::new(AtomicBool::new(false));
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let (f, data, size, stop) = (f.clone(), data.clone(), size.clone(), stop.clone());
+                s.spawn(move || {
+                    let mut rng = SplitMix64(t + 40);
+                    let mut buf = vec![0u8; 96 << 10];
+                    let mut off = 0u64;
+                    while !stop.load(Ordering::Acquire) {
+                        let bound = size.load(Ordering::Acquire);
+                        if t % 2 == 0 {
+                            off = (off + buf.len() as u64) % (data.len() as u64);
+                        } else {
+                            off = rng.below(data.len() as u64);
+                        }
+                        let n = f.read_at(&mut buf, off).unwrap() as u64;
+                        assert!(
+                            off + n <= bound.max(off),
+                            "{n} bytes at {off}, size {bound}"
+                        );
+                        let want = &data[off as usize..(off + n) as usize];
+                        assert!(buf[..n as usize] == *want, "stale or zeroed bytes at {off}");
+                    }
+                });
+            }
+            let writer = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            let mut len = data.len() as u64;
+            while len > 0 {
+                std::thread::sleep(Duration::from_millis(3));
+                len = len.saturating_sub(300_001);
+                writer.set_len(len).unwrap();
+                size.store(len, Ordering::Release);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+            stop.store(true, Ordering::Release);
+        });
+        assert_eq!(settle(&e), 0, "{backend:?}");
+    }
+}
+
+#[test]
+fn a_file_replaced_while_open_keeps_reading_what_was_opened() {
+    // Renamed over: the open descriptor still reads the old inode, and so must the engine.
+    let data = content(2 << 20, 9);
+    let path = write_file("replaced", &data);
+    let e = engine(BackendChoice::Auto, "adaptive", 8 << 20, &Faults::new());
+    let f = e.open(&path).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    assert_eq!(f.read_at(&mut buf, 0).unwrap(), 1 << 20);
+    let new = write_file("replaced.new", &content(1 << 20, 10));
+    std::fs::rename(&new, &path).unwrap();
+    assert_eq!(f.read_at(&mut buf, 1 << 20).unwrap(), 1 << 20);
+    assert!(buf[..] == data[1 << 20..]);
+    // A new open sees the new file, not the old one's cached pages.
+    let g = e.open(&path).unwrap();
+    assert_eq!(g.read_at(&mut buf, 0).unwrap(), 1 << 20);
+    assert!(buf[..] == content(1 << 20, 10)[..]);
+}

@@ -1,0 +1,263 @@
+//! Stress: many threads x many files x random patterns x every backend and policy, under a
+//! small budget, with faults injected, every byte checked against `pread(2)`, resident memory
+//! sampled all along. It stops by itself: `AHEAD_STRESS_SECS` seconds in all (default 8, the
+//! bounded run CI does; give it 600 for a long run), and a watchdog aborts the process if a
+//! read hangs.
+//!
+//! `AHEAD_STRESS_SECS=600 cargo test --release -p ahead --test stress -- --nocapture`
+
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ahead::engine::{BackendChoice, Engine, Faults};
+use ahead::pattern::SplitMix64;
+
+const INJECTED: i32 = libc::EBADMSG;
+const BUDGET: u64 = 16 << 20;
+const THREADS: u64 = 8;
+const FILES: u64 = 24;
+
+fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse::<u64>().ok())
+        .unwrap_or(0)
+        * 4096
+}
+
+/// Files of random sizes (0 to 6 MiB, most not page multiples) and seeded bytes.
+fn make_files() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("stress");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut rng = SplitMix64(77);
+    (0..FILES)
+        .map(|i| {
+            let size = match i {
+                0 => 0,
+                1 => 1,
+                2 => 4096,
+                _ => rng.below(6 << 20),
+            } as usize;
+            let mut v = Vec::with_capacity(size + 8);
+            let mut r = SplitMix64(1000 + i);
+            while v.len() < size {
+                v.extend_from_slice(&r.next_u64().to_le_bytes());
+            }
+            v.truncate(size);
+            let p = dir.join(format!("f{i}"));
+            std::fs::write(&p, &v).unwrap();
+            p
+        })
+        .collect()
+}
+
+fn pread(file: &std::fs::File, off: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    let mut n = 0;
+    while n < len {
+        let k = file.read_at(&mut v[n..], off + n as u64).unwrap();
+        if k == 0 {
+            break;
+        }
+        n += k;
+    }
+    v.truncate(n);
+    v
+}
+
+/// One thread's reads until `deadline`: runs forward, backward, strided, and random jumps,
+/// over files picked at random, each read checked. Returns (reads, injected errors seen).
+fn reader(
+    faulty: bool,
+    engine: &Engine,
+    files: &[PathBuf],
+    refs: &[std::fs::File],
+    seed: u64,
+    deadline: Instant,
+) -> (u64, u64) {
+    let mut rng = SplitMix64(seed);
+    let mut buf = vec![0u8; 256 << 10];
+    let (mut reads, mut errors) = (0, 0);
+    while Instant::now() < deadline {
+        let i = rng.below(files.len() as u64) as usize;
+        let f = engine.open(&files[i]).unwrap();
+        let size = f.len();
+        let max_bs = if rng.below(4) == 0 {
+            256 << 10
+        } else {
+            16 << 10
+        };
+        let bs = 1 + rng.below(max_bs);
+        let shape = rng.below(4);
+        let mut off = rng.below(size + 1);
+        for _ in 0..1 + rng.below(64) {
+            let len = bs as usize;
+            match f.read_at(&mut buf[..len], off) {
+                Ok(n) => {
+                    let want = pread(&refs[i], off, len);
+                    // Short only where a fault stopped it (as a read(2) that met an I/O error
+                    // after some bytes): never longer, never a wrong byte.
+                    assert!(n <= want.len(), "file {i}: {n} bytes at {off}+{len}");
+                    assert!(
+                        n == want.len() || faulty,
+                        "file {i}: short read at {off}+{len}"
+                    );
+                    assert!(
+                        buf[..n] == want[..n],
+                        "file {i}: wrong bytes at {off}+{len}"
+                    );
+                }
+                Err(e) => {
+                    assert_eq!(e.raw_os_error(), Some(INJECTED), "file {i} at {off}: {e}");
+                    errors += 1;
+                }
+            }
+            reads += 1;
+            off = match shape {
+                0 => off + bs,
+                1 => off.saturating_sub(bs),
+                2 => off + 3 * bs,
+                _ => rng.below(size + 1),
+            };
+        }
+    }
+    (reads, errors)
+}
+
+#[test]
+fn stress_every_backend_and_policy_under_faults_and_a_small_budget() {
+    let secs: f64 = std::env::var("AHEAD_STRESS_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(8.0);
+    let files = make_files();
+    let refs: Vec<std::fs::File> = files
+        .iter()
+        .map(|p| std::fs::File::open(p).unwrap())
+        .collect();
+    let combos: Vec<(BackendChoice, &str)> = [
+        BackendChoice::Uring,
+        BackendChoice::Threads,
+        BackendChoice::Sync,
+    ]
+    .into_iter()
+    .flat_map(|b| {
+        ["adaptive", "linux-ondemand", "linux-2.6.7", "fixed", "none"]
+            .into_iter()
+            .map(move |p| (b, p))
+    })
+    .collect();
+    let each = Duration::from_secs_f64(secs / combos.len() as f64);
+
+    // A watchdog: a hung read must fail the run, not hang CI.
+    let finished = Arc::new(AtomicBool::new(false));
+    {
+        let finished = finished.clone();
+        let limit = Duration::from_secs_f64(secs * 3.0 + 60.0);
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            while !finished.load(Ordering::Acquire) {
+                if start.elapsed() > limit {
+                    eprintln!("stress: still running after {limit:?}: a read hangs");
+                    std::process::abort();
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        });
+    }
+    // Resident memory, sampled every 10 ms for the whole run.
+    let peak = Arc::new(AtomicU64::new(0));
+    let sampling = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let (peak, sampling) = (peak.clone(), sampling.clone());
+        std::thread::spawn(move || {
+            while sampling.load(Ordering::Acquire) {
+                peak.fetch_max(rss_bytes(), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+
+    let mut total_reads = 0;
+    for (k, (backend, policy)) in combos.iter().enumerate() {
+        let faults = Faults::new();
+        faults.random(
+            k as u64,
+            20_000,
+            20_000,
+            20_000,
+            INJECTED,
+            Duration::from_millis(1),
+        );
+        let engine = Engine::builder()
+            .backend(*backend)
+            .policy(policy)
+            .budget(BUDGET)
+            .threads(8)
+            .inject_faults(faults.clone())
+            .build()
+            .unwrap();
+        let deadline = Instant::now() + each;
+        let results: Vec<(u64, u64)> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..THREADS)
+                .map(|t| {
+                    let (engine, files, refs) = (&engine, &files, &refs);
+                    s.spawn(move || reader(true, engine, files, refs, k as u64 * 100 + t, deadline))
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let reads: u64 = results.iter().map(|r| r.0).sum();
+        let errors: u64 = results.iter().map(|r| r.1).sum();
+        total_reads += reads;
+        // Healed: every file reads whole and right, and nothing stays pinned.
+        faults.clear();
+        for (i, p) in files.iter().enumerate() {
+            let f = engine.open(p).unwrap();
+            let mut chunk = vec![0u8; 256 << 10];
+            let mut done = 0u64;
+            while done < f.len() {
+                let n = f.read_at(&mut chunk, done).unwrap();
+                assert!(n > 0);
+                assert!(
+                    chunk[..n] == pread(&refs[i], done, n)[..],
+                    "file {i} after healing"
+                );
+                done += n as u64;
+            }
+        }
+        let until = Instant::now() + Duration::from_secs(5);
+        while engine.stats().in_flight_pages > 0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let st = engine.stats();
+        assert_eq!(
+            st.in_flight_pages, 0,
+            "{backend:?} {policy}: pages left pinned"
+        );
+        assert!(st.resident_pages * 4096 <= BUDGET);
+        println!(
+            "stress {backend:?} {policy}: {reads} reads, {errors} injected errors returned, {} faults injected",
+            faults.injected()
+        );
+        assert!(reads > 0);
+    }
+    sampling.store(false, Ordering::Release);
+    sampler.join().unwrap();
+    finished.store(true, Ordering::Release);
+    let peak = peak.load(Ordering::Relaxed);
+    println!(
+        "stress: {total_reads} reads in {secs} s, peak resident {} MiB (budget {} MiB)",
+        peak >> 20,
+        BUDGET >> 20
+    );
+    assert!(
+        peak <= BUDGET + (32 << 20),
+        "resident memory peaked at {peak} bytes, over the budget + 32 MiB"
+    );
+}
