@@ -86,7 +86,7 @@ struct BenchArgs {
     /// Repeats of every run (default 3; 1 with --quick).
     #[arg(long)]
     repeat: Option<usize>,
-    /// Longest one run may take, in seconds (default 4; 1 with --quick).
+    /// Longest one run may take, in seconds (default 3; 1 with --quick).
     #[arg(long)]
     cap_s: Option<f64>,
     /// Memory budget of each engine's cache (default: a quarter of RAM, as a database's buffer
@@ -915,7 +915,7 @@ fn cmd_bench(a: BenchArgs) -> Result<String, Failure> {
     if repeat == 0 || repeat > 100 {
         return Err(usage("--repeat must be between 1 and 100"));
     }
-    let cap = a.cap_s.unwrap_or(if a.quick { 1.0 } else { 4.0 });
+    let cap = a.cap_s.unwrap_or(if a.quick { 1.0 } else { 3.0 });
     if !(cap > 0.0 && cap <= 3600.0) {
         return Err(usage("--cap-s must be above 0 and at most 3600"));
     }
