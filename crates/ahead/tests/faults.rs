@@ -4,6 +4,8 @@
 //! the fault it met; a retry after the fault succeeds; nothing stays pinned; other files keep
 //! being served.
 
+mod common;
+use common::pread;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -240,21 +242,6 @@ fn random_faults_from_many_threads_never_return_a_wrong_byte() {
             assert_eq!(settle(&e), 0, "{ctx}: pages left pinned");
         }
     }
-}
-
-/// `pread` of `len` bytes at `off` through a plain descriptor: the reference.
-fn pread(file: &std::fs::File, off: u64, len: usize) -> Vec<u8> {
-    let mut v = vec![0u8; len];
-    let mut n = 0;
-    while n < len {
-        let k = file.read_at(&mut v[n..], off + n as u64).unwrap();
-        if k == 0 {
-            break;
-        }
-        n += k;
-    }
-    v.truncate(n);
-    v
 }
 
 #[test]

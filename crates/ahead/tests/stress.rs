@@ -6,7 +6,8 @@
 //!
 //! `AHEAD_STRESS_SECS=600 cargo test --release -p ahead --test stress -- --nocapture`
 
-use std::os::unix::fs::FileExt;
+mod common;
+use common::pread;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -54,20 +55,6 @@ fn make_files() -> Vec<PathBuf> {
             p
         })
         .collect()
-}
-
-fn pread(file: &std::fs::File, off: u64, len: usize) -> Vec<u8> {
-    let mut v = vec![0u8; len];
-    let mut n = 0;
-    while n < len {
-        let k = file.read_at(&mut v[n..], off + n as u64).unwrap();
-        if k == 0 {
-            break;
-        }
-        n += k;
-    }
-    v.truncate(n);
-    v
 }
 
 /// One thread's reads until `deadline`: runs forward, backward, strided, and random jumps,

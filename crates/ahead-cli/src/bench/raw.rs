@@ -100,7 +100,10 @@ pub fn random_qd32(path: &Path, method: &str, total: u64, cap: Duration) -> io::
                             && count.fetch_add(1, Ordering::Relaxed) < total
                         {
                             let t0 = Instant::now();
-                            if file.read_at(buf.as_mut_slice(), rng.below(pages) * 4096).is_err() {
+                            if file
+                                .read_at(buf.as_mut_slice(), rng.below(pages) * 4096)
+                                .is_err()
+                            {
                                 failed.store(true, Ordering::Relaxed);
                                 return;
                             }
