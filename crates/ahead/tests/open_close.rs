@@ -1,6 +1,8 @@
 //! Opening and closing: 10,000 opens and closes leave no descriptor open and grow no memory.
 //! A test binary of its own, so no other test's files or memory are counted.
 
+mod common;
+use common::rss_bytes;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -16,12 +18,6 @@ fn write_file(name: &str, size: usize, seed: u8) -> PathBuf {
 
 fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
-}
-
-fn rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
-    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
-    pages * 4096
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //! `AHEAD_STRESS_SECS=600 cargo test --release -p ahead --test stress -- --nocapture`
 
 mod common;
-use common::pread;
+use common::{pread, pread_into, rss_bytes};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -20,16 +20,6 @@ const INJECTED: i32 = libc::EBADMSG;
 const BUDGET: u64 = 16 << 20;
 const THREADS: u64 = 8;
 const FILES: u64 = 24;
-
-fn rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse::<u64>().ok())
-        .unwrap_or(0)
-        * 4096
-}
 
 /// Files of random sizes (0 to 6 MiB, most not page multiples) and seeded bytes.
 fn make_files() -> Vec<PathBuf> {
@@ -69,6 +59,7 @@ fn reader(
 ) -> (u64, u64) {
     let mut rng = SplitMix64(seed);
     let mut buf = vec![0u8; 256 << 10];
+    let mut want = vec![0u8; 256 << 10];
     let (mut reads, mut errors) = (0, 0);
     while Instant::now() < deadline {
         let i = rng.below(files.len() as u64) as usize;
@@ -86,7 +77,8 @@ fn reader(
             let len = bs as usize;
             match f.read_at(&mut buf[..len], off) {
                 Ok(n) => {
-                    let want = pread(&refs[i], off, len);
+                    let m = pread_into(&refs[i], off, &mut want[..len]);
+                    let want = &want[..m];
                     // Short only where a fault stopped it (as a read(2) that met an I/O error
                     // after some bytes): never longer, never a wrong byte.
                     assert!(n <= want.len(), "file {i}: {n} bytes at {off}+{len}");

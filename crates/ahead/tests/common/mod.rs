@@ -1,19 +1,34 @@
-//! Helpers the engine's fault and stress tests share.
+//! Helpers the engine's fault, stress and open/close tests share (each uses some of them).
+#![allow(dead_code)]
 
 use std::os::unix::fs::FileExt;
 
-/// `pread` of `len` bytes at `off` through a plain descriptor, to the end of the file: the
-/// reference every byte the engine returns is checked against.
-pub fn pread(file: &std::fs::File, off: u64, len: usize) -> Vec<u8> {
-    let mut v = vec![0u8; len];
+/// `pread` into `dst`, to the end of the file: the reference every byte the engine returns is
+/// checked against. Returns the bytes read. (Into a buffer the caller keeps, so a long run
+/// does not churn the allocator: the stress test measures resident memory.)
+pub fn pread_into(file: &std::fs::File, off: u64, dst: &mut [u8]) -> usize {
     let mut n = 0;
-    while n < len {
-        let k = file.read_at(&mut v[n..], off + n as u64).unwrap();
+    while n < dst.len() {
+        let k = file.read_at(&mut dst[n..], off + n as u64).unwrap();
         if k == 0 {
             break;
         }
         n += k;
     }
+    n
+}
+
+/// `pread` of `len` bytes at `off` through a plain descriptor, to the end of the file.
+pub fn pread(file: &std::fs::File, off: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    let n = pread_into(file, off, &mut v);
     v.truncate(n);
     v
+}
+
+/// This process's resident memory in bytes (`/proc/self/statm`).
+pub fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    pages * 4096
 }

@@ -160,6 +160,9 @@ impl Faults {
     }
 }
 
+/// A request held back, and when it may go.
+type Delayed = (Instant, Box<ReadOp>);
+
 /// The wrapper. See the module comment.
 pub(crate) struct FaultBackend {
     inner: Arc<dyn Backend>,
@@ -167,7 +170,8 @@ pub(crate) struct FaultBackend {
     faults: Faults,
     /// Delayed requests go to a thread of their own that submits each when its time comes,
     /// so the submitter is not held up (a slow device's completion arrives late, too).
-    delayed: Mutex<mpsc::Sender<(Instant, Box<ReadOp>)>>,
+    delayed: Mutex<Option<mpsc::Sender<Delayed>>>,
+    delay_thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl FaultBackend {
@@ -177,9 +181,9 @@ impl FaultBackend {
         faults: Faults,
     ) -> io::Result<Self> {
         let inner: Arc<dyn Backend> = Arc::from(inner);
-        let (tx, rx) = mpsc::channel::<(Instant, Box<ReadOp>)>();
+        let (tx, rx) = mpsc::channel::<Delayed>();
         let late = inner.clone();
-        std::thread::Builder::new()
+        let delay_thread = std::thread::Builder::new()
             .name("ahead-fault-delay".into())
             .spawn(move || {
                 // Ends when the backend (and its sender) is dropped.
@@ -192,7 +196,8 @@ impl FaultBackend {
             inner,
             completer,
             faults,
-            delayed: Mutex::new(tx),
+            delayed: Mutex::new(Some(tx)),
+            delay_thread: Some(delay_thread),
         })
     }
 
@@ -224,11 +229,10 @@ impl Backend for FaultBackend {
                     self.inner.submit(op);
                     return;
                 }
-                let sent = self
-                    .delayed
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .send((Instant::now() + d, op));
+                let sent = match &*self.delayed.lock().unwrap_or_else(|p| p.into_inner()) {
+                    Some(tx) => tx.send((Instant::now() + d, op)),
+                    None => Err(mpsc::SendError((Instant::now(), op))),
+                };
                 if let Err(mpsc::SendError((_, op))) = sent {
                     // The delay thread is gone: submit it now rather than lose it.
                     self.inner.submit(op);
@@ -251,5 +255,20 @@ impl Backend for FaultBackend {
 
     fn is_async(&self) -> bool {
         self.inner.is_async()
+    }
+}
+
+impl Drop for FaultBackend {
+    /// Close the delay queue and wait for its thread: it holds the wrapped backend, and with it
+    /// the cache, so an engine dropped gives its memory back at once, not when that thread
+    /// gets round to ending.
+    fn drop(&mut self) {
+        self.delayed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(t) = self.delay_thread.take() {
+            let _ = t.join();
+        }
     }
 }
