@@ -128,6 +128,10 @@ struct CatArgs {
     /// Largest single read in KiB (default: the device's max_sectors_kb).
     #[arg(long)]
     io_max_kb: Option<u64>,
+    /// Take no read lease on the files: every read checks the file's size with fstat, and a
+    /// writer's open never waits for ahead (nor is refused, with O_NONBLOCK).
+    #[arg(long)]
+    no_lease: bool,
 }
 
 #[derive(Args, Clone)]
@@ -798,7 +802,8 @@ fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
     let mut builder = Engine::builder()
         .policy(&a.policy)
         .backend(backend)
-        .budget(budget);
+        .budget(budget)
+        .leases(!a.no_lease);
     if let Some(kb) = a.ra_max_kb {
         if kb == 0 {
             return Err(usage("--ra-max-kb must be at least 1"));

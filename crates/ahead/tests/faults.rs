@@ -312,8 +312,12 @@ fn a_file_truncated_extended_or_rewritten_while_open_reads_as_pread_does() {
 #[test]
 fn truncation_racing_readers_never_returns_bytes_past_the_new_end() {
     let data = Arc::new(content(8 << 20, 8));
-    for backend in BACKENDS {
-        let path = write_file(&format!("race-{backend:?}"), &data);
+    // The writer opened before the first read (the file never gets a lease: every read checks
+    // with fstat), or after the readers have run a while (the lease breaks under them).
+    for (backend, writer_first) in BACKENDS.iter().flat_map(|&b| [(b, true), (b, false)]) {
+        let path = write_file(&format!("race-{backend:?}-{writer_first}"), &data);
+        let early_writer =
+            writer_first.then(|| std::fs::OpenOptions::new().write(true).open(&path).unwrap());
         let e = engine(backend, "adaptive", 16 << 20, &Faults::new());
         let f = Arc::new(e.open(&path).unwrap());
         // The size every read may rely on: set only after set_len returns.
@@ -343,7 +347,10 @@ fn truncation_racing_readers_never_returns_bytes_past_the_new_end() {
                     }
                 });
             }
-            let writer = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            let writer = early_writer.unwrap_or_else(|| {
+                std::thread::sleep(Duration::from_millis(30));
+                std::fs::OpenOptions::new().write(true).open(&path).unwrap()
+            });
             let mut len = data.len() as u64;
             while len > 0 {
                 std::thread::sleep(Duration::from_millis(3));
@@ -355,6 +362,17 @@ fn truncation_racing_readers_never_returns_bytes_past_the_new_end() {
             stop.store(true, Ordering::Release);
         });
         assert_eq!(settle(&e), 0, "{backend:?}");
+        let lease_broke = e
+            .stats()
+            .fallbacks
+            .iter()
+            .any(|w| w.contains("opened for writing or truncated while read"));
+        assert_eq!(
+            lease_broke,
+            !writer_first,
+            "{backend:?}: {:?}",
+            e.stats().fallbacks
+        );
     }
 }
 

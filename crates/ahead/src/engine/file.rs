@@ -5,6 +5,8 @@
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use super::backend::os;
 
@@ -24,6 +26,8 @@ pub(crate) struct FileData {
     /// truncated, extended or written while open, and its cached pages are dropped.
     pub live_size: std::sync::atomic::AtomicU64,
     pub live_mtime_ns: std::sync::atomic::AtomicI64,
+    /// The read lease that spares a read the `fstat` (see [`Lease`]).
+    pub lease: Lease,
     /// Read with `O_DIRECT`.
     pub direct: bool,
     /// The device's `read_ahead_kb` and `max_sectors_kb`, if sysfs has them.
@@ -35,6 +39,67 @@ impl FileData {
     /// Size in pages (the last one partial if the size is not a multiple of the page).
     pub fn pages(&self) -> u64 {
         self.size.div_ceil(PAGE_SIZE)
+    }
+}
+
+/// A file's read lease, as its reads see it. While the lease is held the file cannot have
+/// been opened for writing or truncated, so a read needs no `fstat` to trust the cache: it
+/// compares `held_at` with the process's count of lease breaks ([`os::lease_breaks`]), one
+/// load. Without a lease (someone has the file open for writing, the filesystem does not
+/// lease, the engine was built without leases) every read checks with `fstat`, and every
+/// [`LEASE_RETRY`] reads the engine tries to take the lease again.
+pub(crate) struct Lease {
+    /// [`os::lease_breaks`] when the lease was last known held, or [`NO_LEASE`].
+    pub held_at: AtomicU64,
+    /// Whether to try at all: the engine allows it and the filesystem is a local one.
+    pub allowed: bool,
+    /// Reads checked with `fstat` since the file last held its lease.
+    pub unleased_reads: AtomicU64,
+    /// Whether the reason for having no lease has been reported in stats.
+    pub reported: AtomicBool,
+    /// Held while the lease is checked, taken or given up (rare: never on a read that finds
+    /// the lease held).
+    pub gate: Mutex<()>,
+}
+
+/// `Lease::held_at` of a file without a lease.
+pub(crate) const NO_LEASE: u64 = u64::MAX;
+/// Reads between attempts to take a lease again.
+pub(crate) const LEASE_RETRY: u64 = 64;
+
+/// Filesystems whose leases see every writer: local ones (ext2/3/4, XFS, btrfs, F2FS, tmpfs).
+/// A network filesystem's local lease does not see another machine's writes.
+const LEASING_FILESYSTEMS: [i64; 5] = [0xEF53, 0x5846_5342, 0x9123_683E, 0xF2F5_2010, 0x0102_1994];
+
+impl Lease {
+    /// The lease state of a file just opened as `fd`, with leases `wanted` by the engine:
+    /// none held yet (the first read takes it), and why none will be, if so.
+    pub fn new(fd: &OwnedFd, wanted: bool) -> (Lease, Option<String>) {
+        let why_not = if !wanted {
+            Some("leases turned off by the caller (EngineBuilder::leases)".to_string())
+        } else {
+            match os::fd_fs_type(fd.as_fd()) {
+                Ok(t) if LEASING_FILESYSTEMS.contains(&t) => None,
+                Ok(t) => Some(format!(
+                    "not a local filesystem ahead leases on (f_type {t:#x})"
+                )),
+                Err(e) => Some(format!("fstatfs: {e}")),
+            }
+        };
+        let lease = Lease {
+            held_at: AtomicU64::new(NO_LEASE),
+            allowed: why_not.is_none(),
+            unleased_reads: AtomicU64::new(0),
+            reported: AtomicBool::new(false),
+            gate: Mutex::new(()),
+        };
+        (lease, why_not)
+    }
+
+    /// Whether the file is known unchanged since its last check, without a system call.
+    #[inline]
+    pub fn unchanged(&self) -> bool {
+        self.held_at.load(Ordering::Acquire) == os::lease_breaks()
     }
 }
 

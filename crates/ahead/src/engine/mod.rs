@@ -24,6 +24,15 @@
 //! policy is told the latency and
 //! bandwidth the engine measures, so windows keep the device busy rather than the kernel's
 //! historical 128 KiB.
+//!
+//! A file may change while it is read. The engine holds a read lease on each file
+//! (`F_SETLEASE`): while it holds it nobody has opened the file for writing or truncated it, so
+//! a read served from the cache trusts it with one atomic load and no system call. A writer's
+//! open or a truncation breaks the lease; the engine's signal handler gives it up at once, and
+//! the next read drops the file's cached pages and checks its size and modification time with
+//! `fstat`, as every read does until the writer is gone and the lease is taken again. Where
+//! no lease can be had (another user's file, a network filesystem, [`EngineBuilder::leases`]
+//! off) every read makes that `fstat`.
 
 mod backend;
 mod cache;
@@ -106,6 +115,7 @@ pub struct EngineBuilder {
     ra_max_kb: Option<u64>,
     io_max_kb: Option<u64>,
     faults: Option<Faults>,
+    leases: bool,
 }
 
 impl Default for EngineBuilder {
@@ -121,6 +131,7 @@ impl Default for EngineBuilder {
             ra_max_kb: None,
             io_max_kb: None,
             faults: None,
+            leases: true,
         }
     }
 }
@@ -188,6 +199,19 @@ impl EngineBuilder {
     /// [`Faults`]). Every request, waited for or read ahead, passes through it.
     pub fn inject_faults(mut self, faults: Faults) -> Self {
         self.faults = Some(faults);
+        self
+    }
+
+    /// Whether to hold a read lease on each file (default true), so that a read served from
+    /// the cache needs no system call to know the file is unchanged. Off, every read checks
+    /// the file's size and modification time with `fstat`. A lease makes a writer's open or a
+    /// truncation wait while the engine gives it up: microseconds, or up to the kernel's
+    /// `lease-break-time` if this process cannot run its signal handler (stopped in a
+    /// debugger). A writer that opens with `O_NONBLOCK` (coreutils' `truncate` does) cannot
+    /// wait, and is refused once with `EAGAIN`; its next attempt succeeds. See
+    /// [`os::lease_signal`] for the signal it takes.
+    pub fn leases(mut self, on: bool) -> Self {
+        self.leases = on;
         self
     }
 
@@ -324,6 +348,9 @@ pub struct Stats {
     /// Pages claimed by reads still in flight now: 0 once the engine is idle (a read that
     /// never completes would pin its pages for good).
     pub in_flight_pages: u64,
+    /// `fstat` calls made to learn whether a file changed while open: one per read of a file
+    /// without a read lease, next to none for a leased one.
+    pub size_checks: u64,
 }
 
 impl std::fmt::Display for Stats {
@@ -343,7 +370,7 @@ impl std::fmt::Display for Stats {
             "  reads {}, bytes {}, hit pages {}, miss pages {}, stall {:.1} ms",
             self.reads, self.bytes_returned, self.hit_pages, self.miss_pages, self.stall_ms
         )?;
-        write!(
+        writeln!(
             f,
             "  pages read {}, wasted {}, thrashed {}, requests {} ({} sync, {} ahead), avg {:.1} pages, errors {}",
             self.pages_read,
@@ -354,7 +381,8 @@ impl std::fmt::Display for Stats {
             self.ahead_requests,
             self.avg_request_pages,
             self.io_errors
-        )
+        )?;
+        write!(f, "  size checks (fstat) {}", self.size_checks)
     }
 }
 
@@ -400,6 +428,7 @@ struct Counters {
     ahead_requests: AtomicU64,
     pages_read: AtomicU64,
     io_errors: AtomicU64,
+    size_checks: AtomicU64,
 }
 
 /// What the engine measures of the device, for the policies.
@@ -749,6 +778,13 @@ impl Engine {
                     };
                     reg.ids.insert(key, (id, opened.identity));
                     let (ra, io) = crate::kernel::capture::device_limits(path);
+                    let (lease, no_lease) = file::Lease::new(&opened.fd, inner.config.leases);
+                    if let Some(why) = no_lease {
+                        inner.note_fallback(format!(
+                            "{}: no read lease ({why}): each read checks its size with fstat",
+                            path.display()
+                        ));
+                    }
                     let table = inner
                         .core
                         .cache
@@ -763,6 +799,7 @@ impl Engine {
                         live_mtime_ns: std::sync::atomic::AtomicI64::new(
                             opened.identity.mtime_ns as i64,
                         ),
+                        lease,
                         direct: opened.direct,
                         read_ahead_kb: ra,
                         max_sectors_kb: io,
@@ -858,6 +895,7 @@ impl Engine {
             io_errors: get(&c.io_errors),
             resident_pages: inner.core.cache.resident_pages() as u64,
             in_flight_pages: inner.core.cache.in_flight_pages() as u64,
+            size_checks: get(&c.size_checks),
         }
     }
 
@@ -1201,12 +1239,102 @@ impl File {
         }
     }
 
-    /// The file's size now. One `fstat` per read: if the size or the modification time
-    /// changed since the last read (truncated, extended, written in place while open), every
-    /// cached page of the file is dropped first, so no read returns bytes the file no longer
+    /// The file's size now, with its cached pages dropped first if it changed while open
+    /// (truncated, extended, written in place), so no read returns bytes the file no longer
     /// holds. A read racing the change may see either side of it, as with `pread(2)`.
+    ///
+    /// While the file holds its read lease this is one atomic load: nobody can have opened it
+    /// for writing or truncated it. Otherwise it asks the kernel ([`File::check_file`]).
+    #[inline]
     fn current_size(&self) -> io::Result<u64> {
+        if self.data.lease.unchanged() {
+            return Ok(self.data.live_size.load(Ordering::Acquire));
+        }
+        self.check_file()
+    }
+
+    /// The slow path of [`File::current_size`]: a lease break somewhere in the process (is it
+    /// this file's?), or no lease (`fstat`, and now and then an attempt to take the lease).
+    #[cold]
+    fn check_file(&self) -> io::Result<u64> {
         let d = &self.data;
+        let lease = &d.lease;
+        if lease.held_at.load(Ordering::Acquire) != file::NO_LEASE {
+            let _gate = lease.gate.lock().unwrap_or_else(|p| p.into_inner());
+            let breaks = os::lease_breaks();
+            let held_at = lease.held_at.load(Ordering::Acquire);
+            if held_at == breaks {
+                // Another reader settled it meanwhile.
+                return Ok(d.live_size.load(Ordering::Acquire));
+            }
+            if held_at != file::NO_LEASE {
+                if os::holds_read_lease(d.fd.as_fd()) {
+                    // Another file's lease broke, not this one's.
+                    lease.held_at.store(breaks, Ordering::Release);
+                    return Ok(d.live_size.load(Ordering::Acquire));
+                }
+                // Someone opened the file for writing or truncated it. What they write next
+                // only fstat can see (and only as a new size or modification time), so the
+                // pages cached until now go: a writer's first bytes may land in any of them
+                // within the clock tick the modification time is kept in.
+                lease.held_at.store(file::NO_LEASE, Ordering::Release);
+                lease.unleased_reads.store(0, Ordering::Relaxed);
+                self.engine.core.cache.drop_range(&d.table, 0, d.pages());
+                self.engine.note_fallback(format!(
+                    "{}: opened for writing or truncated while read: its cached pages were dropped, and each read checks its size until the lease can be taken again",
+                    d.path.display()
+                ));
+            }
+        }
+        let size = self.size_check()?;
+        if lease.allowed
+            && lease
+                .unleased_reads
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(file::LEASE_RETRY)
+        {
+            if let Ok(_gate) = lease.gate.try_lock() {
+                if lease.held_at.load(Ordering::Acquire) == file::NO_LEASE {
+                    let breaks = os::lease_breaks();
+                    match os::take_read_lease(d.fd.as_fd()) {
+                        Ok(()) => {
+                            // A change between the check above and the lease would go
+                            // unseen: check once more, now that changes break the lease.
+                            let size = self.size_check()?;
+                            lease.held_at.store(breaks, Ordering::Release);
+                            return Ok(size);
+                        }
+                        Err(e) if !lease.reported.swap(true, Ordering::Relaxed) => {
+                            let why = match e.raw_os_error() {
+                                Some(libc::EAGAIN) => "it is open for writing".to_string(),
+                                Some(libc::EACCES) => {
+                                    "another user owns it and this process lacks CAP_LEASE"
+                                        .to_string()
+                                }
+                                _ => e.to_string(),
+                            };
+                            self.engine.note_fallback(format!(
+                                "{}: no read lease yet ({why}): each read checks its size with fstat",
+                                d.path.display()
+                            ));
+                        }
+                        Err(_) => {}
+                    }
+                }
+            }
+        }
+        Ok(size)
+    }
+
+    /// One `fstat`: if the size or modification time changed since the last check, every
+    /// cached page of the file is dropped.
+    fn size_check(&self) -> io::Result<u64> {
+        let d = &self.data;
+        self.engine
+            .core
+            .counters
+            .size_checks
+            .fetch_add(1, Ordering::Relaxed);
         let (size, mtime) = file::size_and_mtime(&d.fd)?;
         let (was, was_mtime) = (
             d.live_size.load(Ordering::Acquire),

@@ -1,6 +1,7 @@
 //! The system calls ahead makes besides the reads themselves, each wrapped once behind a safe
 //! function: opening with `O_DIRECT`, `fstat`/`statx`, `fadvise`, `statfs`, `getrusage`,
-//! `pread` into a page-aligned buffer, `mincore`, `mount`. With the backends and the cache,
+//! `pread` into a page-aligned buffer, `mincore`, `mount`, and read leases (`fcntl` and the
+//! signal handler their breaks come to). With the backends and the cache,
 //! this is the only place `unsafe` is written; the rest of the library and the command line
 //! call these. Public as [`crate::os`].
 
@@ -300,3 +301,149 @@ pub fn is_root() -> bool {
 }
 
 pub use super::uring::queue_depth_reads;
+
+// ---------------------------------------------------------------------------------------------
+// Read leases.
+//
+// A read lease (`fcntl(F_SETLEASE, F_RDLCK)`) makes the kernel tell its holder before anyone
+// opens the file for writing or truncates it, and hold that writer back until the holder lets
+// go (or `/proc/sys/fs/lease-break-time`, 45 s by default, passes). The engine holds one on
+// each file it reads, so that a read served from its cache needs no system call to know the
+// file has not changed: while the lease is held, it cannot have. The kernel's notice is a
+// signal; its handler counts the break ([`lease_breaks`]) and gives the lease up at once, so
+// the writer waits microseconds and every read that starts after the writer proceeds sees the
+// count move and looks at the file again.
+
+/// `F_SETSIG` (Linux): the signal a descriptor's lease break is sent with.
+const F_SETSIG: libc::c_int = 10;
+
+/// Lease breaks this process has been told of, by any file.
+static LEASE_BREAKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The handler's view of `siginfo_t` for a lease break (`SIGPOLL` layout: the band, then
+/// the descriptor), as the kernel lays it out on every Linux ABI with C alignment.
+#[repr(C)]
+struct PollSigInfo {
+    signo: libc::c_int,
+    errno: libc::c_int,
+    code: libc::c_int,
+    band: libc::c_long,
+    fd: libc::c_int,
+}
+
+extern "C" fn on_lease_break(
+    _signal: libc::c_int,
+    info: *mut libc::siginfo_t,
+    _context: *mut libc::c_void,
+) {
+    // Only async-signal-safe work: an atomic add and fcntl(2), with errno kept as it was.
+    // SAFETY: errno is thread-local; its location is valid for the life of the thread.
+    let saved = unsafe { *libc::__errno_location() };
+    LEASE_BREAKS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    if !info.is_null() {
+        // SAFETY: the kernel passes a full siginfo_t to an SA_SIGINFO handler; a lease break
+        // fills its SIGPOLL fields, which PollSigInfo lays out.
+        let fd = unsafe { (*info.cast::<PollSigInfo>()).fd };
+        // SAFETY: fcntl on a descriptor number: at worst it names another file (a lease
+        // released there is taken again after a size check) or none (EBADF).
+        unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK) };
+    }
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = saved };
+}
+
+/// Lease breaks this process has been told of so far. A file whose lease was held when the
+/// count was `n` still holds it, unchanged, while the count is `n`.
+pub fn lease_breaks() -> u64 {
+    LEASE_BREAKS.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// The signal lease breaks come by: `SIGRTMAX - 3`, with its handler installed the first time
+/// this is called. Fails, saying why, if the signal already has another handler (the
+/// application's own), or the handler cannot be installed. A thread that leaves the signal
+/// unblocked is started too, so that the break is handled even if every thread of the
+/// application blocks signals.
+pub fn lease_signal() -> Result<libc::c_int, String> {
+    static SIGNAL: std::sync::OnceLock<Result<libc::c_int, String>> = std::sync::OnceLock::new();
+    SIGNAL.get_or_init(install_lease_handler).clone()
+}
+
+fn install_lease_handler() -> Result<libc::c_int, String> {
+    let signal = libc::SIGRTMAX() - 3;
+    // SAFETY: an all-zero `sigaction` is a valid value of this plain C struct.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: sigaction with no new action only reads the current one into `old`.
+    if unsafe { libc::sigaction(signal, std::ptr::null(), &mut old) } != 0 {
+        return Err(format!("sigaction: {}", io::Error::last_os_error()));
+    }
+    if old.sa_sigaction != libc::SIG_DFL {
+        return Err(format!(
+            "signal {signal} (SIGRTMAX-3) already has a handler in this process"
+        ));
+    }
+    // SAFETY: as above.
+    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+    action.sa_sigaction = on_lease_break as *const () as libc::sighandler_t;
+    // SA_RESTART: a system call the signal interrupts (a writer's own open, waiting for the
+    // lease) starts again instead of failing with EINTR.
+    action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+    // SAFETY: sa_mask is a valid sigset_t to empty.
+    unsafe { libc::sigemptyset(&mut action.sa_mask) };
+    // SAFETY: installs a handler that does only async-signal-safe work.
+    if unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) } != 0 {
+        return Err(format!("sigaction: {}", io::Error::last_os_error()));
+    }
+    std::thread::Builder::new()
+        .name("ahead-lease".into())
+        .spawn(move || {
+            // SAFETY: an all-zero sigset_t is valid; sigemptyset/sigaddset initialise it.
+            let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+            // SAFETY: operations on the local set, then on this thread's own mask.
+            unsafe {
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, signal);
+                libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            }
+            loop {
+                std::thread::park();
+            }
+        })
+        .map_err(|e| format!("cannot start the lease thread: {e}"))?;
+    Ok(signal)
+}
+
+/// Take a read lease on `fd` (a descriptor open read-only), its breaks sent to this process
+/// with [`lease_signal`]. Fails with `EAGAIN` while anyone has the file open for writing,
+/// `EACCES` for a file this user does not own (without `CAP_LEASE`), `EINVAL` where the
+/// filesystem does not lease.
+pub fn take_read_lease(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let signal = lease_signal().map_err(|why| io::Error::new(io::ErrorKind::Unsupported, why))?;
+    let fd = fd.as_raw_fd();
+    // SAFETY: fcntl F_SETSIG/F_SETOWN/F_SETLEASE on an open descriptor, with int arguments.
+    unsafe {
+        if libc::fcntl(fd, F_SETSIG, signal) < 0
+            || libc::fcntl(fd, libc::F_SETOWN, libc::getpid()) < 0
+            || libc::fcntl(fd, libc::F_SETLEASE, libc::F_RDLCK) < 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Whether `fd` holds a read lease now (`F_GETLEASE`).
+pub fn holds_read_lease(fd: BorrowedFd<'_>) -> bool {
+    // SAFETY: fcntl F_GETLEASE on an open descriptor.
+    unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETLEASE) == libc::F_RDLCK }
+}
+
+/// The filesystem type (`fstatfs(2)`'s `f_type`) of the filesystem holding `fd`.
+pub fn fd_fs_type(fd: BorrowedFd<'_>) -> io::Result<i64> {
+    // SAFETY: an all-zero `statfs` is a valid value of this plain C struct.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatfs writes into the struct it is given, for an open descriptor.
+    if unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st.f_type as i64)
+}
