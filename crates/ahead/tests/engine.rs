@@ -254,6 +254,35 @@ fn will_need_reads_a_range_and_dont_need_drops_it() {
     assert_eq!(engine.stats().resident_pages, 0);
     let reference = std::fs::File::open(&path).unwrap();
     check_read(&file, &reference, 1 << 20, 1 << 20);
+    // "To the end" written as the largest length: drops what is cached, and returns at once
+    // (it once walked every page number up to 2^52).
+    let t = std::time::Instant::now();
+    file.advise(Advice::DontNeed {
+        offset: 0,
+        len: u64::MAX,
+    })
+    .unwrap();
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(1),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(engine.stats().resident_pages, 0);
+    check_read(&file, &reference, 0, 4 << 20);
+    // And will-need to the end: reads what the file has, no more.
+    file.advise(Advice::DontNeed {
+        offset: 0,
+        len: u64::MAX,
+    })
+    .unwrap();
+    let before = engine.stats().pages_read;
+    file.advise(Advice::WillNeed {
+        offset: 0,
+        len: u64::MAX,
+    })
+    .unwrap();
+    check_read(&file, &reference, 0, 4 << 20);
+    assert!(engine.stats().pages_read - before <= 1024);
 }
 
 #[test]

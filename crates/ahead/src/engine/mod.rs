@@ -906,6 +906,14 @@ impl Engine {
         })
     }
 
+    /// The requests sent since the last call (or since the start), emptying the log: an
+    /// engine kept for many runs hands each run its own requests.
+    pub fn take_request_log(&self) -> Vec<RequestRecord> {
+        self.inner.log.as_ref().map_or_else(Vec::new, |l| {
+            std::mem::take(&mut *l.lock().unwrap_or_else(|p| p.into_inner()))
+        })
+    }
+
     /// The device estimate the policies are given now (measured as reads complete).
     pub fn device_estimate(&self) -> DeviceEstimate {
         self.inner
@@ -1380,11 +1388,14 @@ impl File {
                 // Only whole pages are dropped, as the kernel does.
                 let start = offset.div_ceil(PAGE_SIZE);
                 let end = offset.saturating_add(len) / PAGE_SIZE;
-                if end > start {
+                // The cache holds no page past the table: a len of u64::MAX ("to the end")
+                // must not walk 2^52 pages.
+                let cached_end = end.min(self.data.pages());
+                if cached_end > start {
                     self.engine
                         .core
                         .cache
-                        .drop_range(&self.data.table, start, end);
+                        .drop_range(&self.data.table, start, cached_end);
                 }
                 Hint::DontNeed {
                     start_page: start,

@@ -316,6 +316,23 @@ pub use super::uring::queue_depth_reads;
 
 /// `F_SETSIG` (Linux): the signal a descriptor's lease break is sent with.
 const F_SETSIG: libc::c_int = 10;
+/// `F_SETOWN_EX` (Linux) and its `F_OWNER_TID`: send a descriptor's signals to one thread.
+const F_SETOWN_EX: libc::c_int = 15;
+const F_OWNER_TID: libc::c_int = 0;
+
+/// `struct f_owner_ex`.
+#[repr(C)]
+struct FOwnerEx {
+    kind: libc::c_int,
+    pid: libc::pid_t,
+}
+
+/// The signal lease breaks come by, and the thread they are sent to.
+#[derive(Clone, Copy)]
+struct LeaseSignal {
+    signal: libc::c_int,
+    thread: libc::pid_t,
+}
 
 /// Lease breaks this process has been told of, by any file.
 static LEASE_BREAKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -360,15 +377,21 @@ pub fn lease_breaks() -> u64 {
 
 /// The signal lease breaks come by: `SIGRTMAX - 3`, with its handler installed the first time
 /// this is called. Fails, saying why, if the signal already has another handler (the
-/// application's own), or the handler cannot be installed. A thread that leaves the signal
-/// unblocked is started too, so that the break is handled even if every thread of the
-/// application blocks signals.
+/// application's own), or the handler cannot be installed.
+///
+/// The breaks are sent to one thread of ahead's own ("ahead-lease", started here, idle but for
+/// them), not to the process: the application's threads are never interrupted by them, and a
+/// break is handled even if every one of them blocks signals.
 pub fn lease_signal() -> Result<libc::c_int, String> {
-    static SIGNAL: std::sync::OnceLock<Result<libc::c_int, String>> = std::sync::OnceLock::new();
-    SIGNAL.get_or_init(install_lease_handler).clone()
+    lease_target().map(|t| t.signal)
 }
 
-fn install_lease_handler() -> Result<libc::c_int, String> {
+fn lease_target() -> Result<LeaseSignal, String> {
+    static TARGET: std::sync::OnceLock<Result<LeaseSignal, String>> = std::sync::OnceLock::new();
+    TARGET.get_or_init(install_lease_handler).clone()
+}
+
+fn install_lease_handler() -> Result<LeaseSignal, String> {
     let signal = libc::SIGRTMAX() - 3;
     // SAFETY: an all-zero `sigaction` is a valid value of this plain C struct.
     let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
@@ -384,8 +407,7 @@ fn install_lease_handler() -> Result<libc::c_int, String> {
     // SAFETY: as above.
     let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
     action.sa_sigaction = on_lease_break as *const () as libc::sighandler_t;
-    // SA_RESTART: a system call the signal interrupts (a writer's own open, waiting for the
-    // lease) starts again instead of failing with EINTR.
+    // SA_RESTART: the call the signal interrupts (the lease thread's wait) resumes after it.
     action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
     // SAFETY: sa_mask is a valid sigset_t to empty.
     unsafe { libc::sigemptyset(&mut action.sa_mask) };
@@ -393,36 +415,48 @@ fn install_lease_handler() -> Result<libc::c_int, String> {
     if unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) } != 0 {
         return Err(format!("sigaction: {}", io::Error::last_os_error()));
     }
+    let (tell, told) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("ahead-lease".into())
         .spawn(move || {
             // SAFETY: an all-zero sigset_t is valid; sigemptyset/sigaddset initialise it.
             let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-            // SAFETY: operations on the local set, then on this thread's own mask.
-            unsafe {
+            // SAFETY: operations on the local set, then on this thread's own mask; gettid
+            // has no preconditions.
+            let tid = unsafe {
                 libc::sigemptyset(&mut set);
                 libc::sigaddset(&mut set, signal);
                 libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-            }
+                libc::gettid()
+            };
+            let _ = tell.send(tid);
             loop {
                 std::thread::park();
             }
         })
         .map_err(|e| format!("cannot start the lease thread: {e}"))?;
-    Ok(signal)
+    let thread = told
+        .recv()
+        .map_err(|_| "the lease thread ended at its start".to_string())?;
+    Ok(LeaseSignal { signal, thread })
 }
 
-/// Take a read lease on `fd` (a descriptor open read-only), its breaks sent to this process
-/// with [`lease_signal`]. Fails with `EAGAIN` while anyone has the file open for writing,
-/// `EACCES` for a file this user does not own (without `CAP_LEASE`), `EINVAL` where the
-/// filesystem does not lease.
+/// Take a read lease on `fd` (a descriptor open read-only), its breaks sent with
+/// [`lease_signal`] to ahead's lease thread. Fails with `EAGAIN` while anyone has the file open
+/// for writing, `EACCES` for a file this user does not own (without `CAP_LEASE`), `EINVAL`
+/// where the filesystem does not lease.
 pub fn take_read_lease(fd: BorrowedFd<'_>) -> io::Result<()> {
-    let signal = lease_signal().map_err(|why| io::Error::new(io::ErrorKind::Unsupported, why))?;
+    let target = lease_target().map_err(|why| io::Error::new(io::ErrorKind::Unsupported, why))?;
+    let owner = FOwnerEx {
+        kind: F_OWNER_TID,
+        pid: target.thread,
+    };
     let fd = fd.as_raw_fd();
-    // SAFETY: fcntl F_SETSIG/F_SETOWN/F_SETLEASE on an open descriptor, with int arguments.
+    // SAFETY: fcntl F_SETSIG/F_SETLEASE on an open descriptor with int arguments, and
+    // F_SETOWN_EX with a pointer to a valid f_owner_ex it only reads.
     unsafe {
-        if libc::fcntl(fd, F_SETSIG, signal) < 0
-            || libc::fcntl(fd, libc::F_SETOWN, libc::getpid()) < 0
+        if libc::fcntl(fd, F_SETSIG, target.signal) < 0
+            || libc::fcntl(fd, F_SETOWN_EX, &owner as *const FOwnerEx) < 0
             || libc::fcntl(fd, libc::F_SETLEASE, libc::F_RDLCK) < 0
         {
             return Err(io::Error::last_os_error());
