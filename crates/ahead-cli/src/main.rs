@@ -83,7 +83,7 @@ struct BenchArgs {
     /// Contenders, comma-separated: kernel, kernel-seq, direct, device, ahead:<policy>.
     #[arg(long)]
     contenders: Option<String>,
-    /// Repeats of every run (default 3; 1 with --quick).
+    /// Repeats of every run (default 5; 1 with --quick).
     #[arg(long)]
     repeat: Option<usize>,
     /// Longest one run may take, in seconds (default 3; 1 with --quick).
@@ -916,7 +916,7 @@ fn cmd_bench(a: BenchArgs) -> Result<String, Failure> {
             .map(|s| Contender::parse(s).expect("default contenders parse"))
             .collect(),
     };
-    let repeat = a.repeat.unwrap_or(if a.quick { 1 } else { 3 });
+    let repeat = a.repeat.unwrap_or(if a.quick { 1 } else { 5 });
     if repeat == 0 || repeat > 100 {
         return Err(usage("--repeat must be between 1 and 100"));
     }
