@@ -92,6 +92,10 @@ impl Source {
                     len: u64::MAX,
                 })?;
                 engine.take_request_log();
+                // And it learns the device afresh, as a new engine would: an estimate learned
+                // on one pattern's large requests misled the next pattern's small ones
+                // (tiobench after seq runs: its median fell from about 2x the kernel to 0.7x).
+                engine.forget_device_estimate();
                 Source::Ahead(f)
             }
             Contender::Device => {
@@ -142,7 +146,8 @@ impl Source {
 /// at start, kept), and building is not cheap: its cache is mapped and registered with
 /// io_uring, which faults in the whole budget (22 s for 6 GiB on a VM whose fresh memory
 /// costs ~3 s/GiB to touch). Each run opens the file with its own policy, after the file's
-/// pages are dropped from the cache and reads still in flight from the last run finished.
+/// pages are dropped from the cache, reads still in flight from the last run finished, and
+/// the device estimate forgotten.
 pub fn shared_engine(settings: &EngineSettings) -> io::Result<Engine> {
     static SHARED: std::sync::Mutex<Option<(EngineSettings, Engine)>> = std::sync::Mutex::new(None);
     let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());

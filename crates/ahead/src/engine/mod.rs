@@ -914,6 +914,18 @@ impl Engine {
         })
     }
 
+    /// Forget what the engine measured of the device: policies are given the starting
+    /// estimate again, as in a new engine, and measuring starts over. For benchmarks that
+    /// reuse one engine but want each run to learn the device as a new engine would.
+    pub fn forget_device_estimate(&self) {
+        let core = &self.inner.core;
+        let mut m = core.meter.lock().unwrap_or_else(|p| p.into_inner());
+        let version = m.version + 1;
+        *m = Meter::new();
+        m.version = version;
+        core.meter_version.store(version, Ordering::Release);
+    }
+
     /// The device estimate the policies are given now (measured as reads complete).
     pub fn device_estimate(&self) -> DeviceEstimate {
         self.inner
