@@ -460,3 +460,21 @@ fn the_engine_sends_the_requests_the_simulator_predicts() {
         }
     }
 }
+
+#[test]
+fn forgetting_the_device_estimate_returns_to_a_new_engines() {
+    let path = make_file("estimate-16m", 16 << 20);
+    let fresh = engine(BackendChoice::Auto, "adaptive", 32 << 20);
+    let start = fresh.device_estimate();
+    let used = engine(BackendChoice::Auto, "adaptive", 32 << 20);
+    let file = used.open(&path).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut off = 0;
+    while off < 16 << 20 {
+        off += file.read_at(&mut buf, off).unwrap() as u64;
+    }
+    // 16 MiB read in large requests: the bandwidth, at least, has been measured.
+    assert_ne!(used.device_estimate(), start);
+    used.forget_device_estimate();
+    assert_eq!(used.device_estimate(), start);
+}
