@@ -5,9 +5,9 @@
 //! being served.
 
 mod common;
-use common::pread;
+use common::{content, pread, write_test_file};
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,27 +24,8 @@ const BACKENDS: [BackendChoice; 3] = [
     BackendChoice::Sync,
 ];
 
-fn dir() -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fault-tests");
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// Seeded random bytes: a zeroed or shifted page never passes for the right one.
-fn content(size: usize, seed: u64) -> Vec<u8> {
-    let mut rng = SplitMix64(seed);
-    let mut v = Vec::with_capacity(size + 8);
-    while v.len() < size {
-        v.extend_from_slice(&rng.next_u64().to_le_bytes());
-    }
-    v.truncate(size);
-    v
-}
-
 fn write_file(name: &str, data: &[u8]) -> PathBuf {
-    let path = dir().join(name);
-    std::fs::write(&path, data).unwrap();
-    path
+    write_test_file("fault-tests", name, data)
 }
 
 fn engine(backend: BackendChoice, policy: &str, budget: u64, faults: &Faults) -> Engine {

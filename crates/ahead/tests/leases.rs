@@ -5,13 +5,12 @@
 //! lease, are in `faults.rs`.
 
 mod common;
-use common::pread;
+use common::{content, pread, write_test_file};
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use ahead::engine::{BackendChoice, Engine};
-use ahead::pattern::SplitMix64;
 
 const BACKENDS: [BackendChoice; 3] = [
     BackendChoice::Uring,
@@ -23,26 +22,8 @@ const BACKENDS: [BackendChoice; 3] = [
 /// through by the kernel's timeout, not by the engine giving the lease up.
 const WRITER_WAITS_AT_MOST: Duration = Duration::from_secs(5);
 
-fn dir() -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("lease-tests");
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn content(size: usize, seed: u64) -> Vec<u8> {
-    let mut rng = SplitMix64(seed);
-    let mut v = Vec::with_capacity(size + 8);
-    while v.len() < size {
-        v.extend_from_slice(&rng.next_u64().to_le_bytes());
-    }
-    v.truncate(size);
-    v
-}
-
 fn write_file(name: &str, data: &[u8]) -> PathBuf {
-    let path = dir().join(name);
-    std::fs::write(&path, data).unwrap();
-    path
+    write_test_file("lease-tests", name, data)
 }
 
 fn engine(backend: BackendChoice, leases: bool) -> Engine {

@@ -32,3 +32,23 @@ pub fn rss_bytes() -> u64 {
     let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
     pages * 4096
 }
+
+/// Seeded random bytes: a zeroed or shifted page never passes for the right one.
+pub fn content(size: usize, seed: u64) -> Vec<u8> {
+    let mut rng = ahead::pattern::SplitMix64(seed);
+    let mut v = Vec::with_capacity(size + 8);
+    while v.len() < size {
+        v.extend_from_slice(&rng.next_u64().to_le_bytes());
+    }
+    v.truncate(size);
+    v
+}
+
+/// Write `data` to `name` in the test binary's own folder `subdir` (made if missing).
+pub fn write_test_file(subdir: &str, name: &str, data: &[u8]) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(subdir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, data).unwrap();
+    path
+}
