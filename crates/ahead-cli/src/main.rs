@@ -966,7 +966,6 @@ fn cmd_bench(a: BenchArgs) -> Result<String, Failure> {
         cap: std::time::Duration::from_secs_f64(cap),
         engine: EngineSettings {
             budget,
-            record_requests: false,
             ra_max_kb: None,
             io_max_kb: None,
         },

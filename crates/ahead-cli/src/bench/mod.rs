@@ -297,11 +297,7 @@ fn run_one(
             &touched,
         ));
     }
-    let settings = EngineSettings {
-        record_requests: log.is_some(),
-        ..plan.engine
-    };
-    let source = Source::open(contender, &plan.file, &settings).map_err(|e| e.to_string())?;
+    let source = Source::open(contender, &plan.file, &plan.engine).map_err(|e| e.to_string())?;
     if pattern == "reread-4k" {
         // Bring it in, unmeasured; then the measured pass.
         // Half the budget, at most 512 MiB: the warm pass is not what is measured.

@@ -152,10 +152,7 @@ impl Source {
 pub fn shared_engine(settings: &EngineSettings) -> io::Result<Engine> {
     static SHARED: std::sync::Mutex<Option<(EngineSettings, Engine)>> = std::sync::Mutex::new(None);
     let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
-    let key = EngineSettings {
-        record_requests: true,
-        ..*settings
-    };
+    let key = *settings;
     if let Some((k, e)) = shared.as_ref() {
         if *k == key {
             let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -165,7 +162,8 @@ pub fn shared_engine(settings: &EngineSettings) -> io::Result<Engine> {
             return Ok(e.clone());
         }
     }
-    // The old one goes first: two budgets at once may not fit in memory.
+    // The old one goes first: two budgets at once may not fit in memory. It always logs its
+    // requests (each run takes its own: see `Source::request_log`), for the windows picture.
     *shared = None;
     let mut b = Engine::builder().budget(key.budget).record_requests(true);
     if let Some(kb) = key.ra_max_kb {
@@ -183,8 +181,6 @@ pub fn shared_engine(settings: &EngineSettings) -> io::Result<Engine> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EngineSettings {
     pub budget: u64,
-    /// Log the engine's requests (for the windows picture).
-    pub record_requests: bool,
     pub ra_max_kb: Option<u64>,
     pub io_max_kb: Option<u64>,
 }
