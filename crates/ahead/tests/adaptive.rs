@@ -326,3 +326,14 @@ fn a_file_read_whole_in_scrambled_order_is_read_ahead_at_full_size_when_it_fits(
         .faithful;
     assert!(m.wasted_pages * 10 < m.pages_read, "{m:?}");
 }
+
+#[test]
+fn a_bet_smaller_than_a_record_is_not_read_ahead() {
+    // iozone's mix over a file eight times the cache: streams of two 16 KiB records, then a
+    // jump. Betting does not pay here, so a stream may bet under one record; reading that much
+    // ahead would only split its next read in two requests. Each read is one request at most.
+    let spec = "iozone:mix:size=512m,bs=16k,count=20000";
+    let m = run("adaptive", spec);
+    assert!(m.read_requests <= 20_000, "{m:?}");
+    assert!(m.wasted_pages * 10 < m.pages_read, "{m:?}");
+}

@@ -478,3 +478,29 @@ fn forgetting_the_device_estimate_returns_to_a_new_engines() {
     used.forget_device_estimate();
     assert_eq!(used.device_estimate(), start);
 }
+
+#[test]
+fn a_reader_that_catches_up_with_queued_readahead_reads_it_itself() {
+    // Will-need of 64 MiB queues far more than the device is given at once (the ring's bytes in
+    // flight, the pool's threads). A read of the last page at once finds its request still
+    // queued: it takes it back and reads it in its own thread, rather than waiting behind all
+    // the others. Every page is still read once, and the bytes are the file's.
+    let path = make_file("expedite-64m", 64 << 20);
+    let reference = std::fs::File::open(&path).unwrap();
+    for backend in [BackendChoice::Uring, BackendChoice::Threads] {
+        let engine = engine(backend, "adaptive", 128 << 20);
+        let file = engine.open(&path).unwrap();
+        file.advise(Advice::WillNeed {
+            offset: 0,
+            len: 64 << 20,
+        })
+        .unwrap();
+        check_read(&file, &reference, (64 << 20) - 4096, 4096);
+        let s = engine.stats();
+        assert!(s.expedited_requests >= 1, "{backend:?}: {s:?}");
+        check_read(&file, &reference, 0, 64 << 20);
+        let s = engine.stats();
+        assert_eq!(s.pages_read, (64 << 20) / 4096, "{backend:?}: {s:?}");
+        assert_eq!(s.sync_requests, 0, "{backend:?}: {s:?}");
+    }
+}

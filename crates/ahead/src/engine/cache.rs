@@ -366,6 +366,11 @@ impl Cache {
         word::cached(t.load(page))
     }
 
+    /// Whether `page` is in flight: claimed by a read that has not completed.
+    pub fn is_in_flight(&self, t: &PageTable, page: u64) -> bool {
+        word::state(t.load(page)) == word::IN_FLIGHT
+    }
+
     /// Whether `page` is cached with a marker.
     pub fn has_marker(&self, t: &PageTable, page: u64) -> bool {
         let w = t.load(page);

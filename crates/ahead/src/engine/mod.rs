@@ -337,6 +337,9 @@ pub struct Stats {
     pub sync_requests: u64,
     /// Requests read ahead.
     pub ahead_requests: u64,
+    /// Ahead requests a reader caught up with while they still waited in the backend's queue,
+    /// and read itself rather than wait behind the reads queued before them.
+    pub expedited_requests: u64,
     /// `pages_read / requests`.
     pub avg_request_pages: f64,
     /// Time readers spent waiting for data, summed over threads, in milliseconds.
@@ -372,13 +375,14 @@ impl std::fmt::Display for Stats {
         )?;
         writeln!(
             f,
-            "  pages read {}, wasted {}, thrashed {}, requests {} ({} sync, {} ahead), avg {:.1} pages, errors {}",
+            "  pages read {}, wasted {}, thrashed {}, requests {} ({} sync, {} ahead, {} ahead expedited), avg {:.1} pages, errors {}",
             self.pages_read,
             self.wasted_pages,
             self.thrashed_pages,
             self.requests,
             self.sync_requests,
             self.ahead_requests,
+            self.expedited_requests,
             self.avg_request_pages,
             self.io_errors
         )?;
@@ -426,6 +430,7 @@ struct Counters {
     requests: AtomicU64,
     sync_requests: AtomicU64,
     ahead_requests: AtomicU64,
+    expedited_requests: AtomicU64,
     pages_read: AtomicU64,
     io_errors: AtomicU64,
     size_checks: AtomicU64,
@@ -670,6 +675,22 @@ impl Inner {
         }
     }
 
+    /// A reader is about to wait for `page` of `file`, which is in flight: if the read that
+    /// brings it still waits in the backend's queue (behind other ahead reads), read it now in
+    /// this thread instead, as a synchronous read would be. Without this, a reader that catches
+    /// up with a deep queue of readahead waits for all of it (a file read whole in a scrambled
+    /// order queued gigabytes ahead, and its reader starved for seconds).
+    fn expedite(&self, file: &Arc<FileData>, page: u64) {
+        if let Some(op) = self.backend.take_queued(file, page) {
+            self.core
+                .counters
+                .expedited_requests
+                .fetch_add(1, Ordering::Relaxed);
+            let result = self.backend.read_now(&op);
+            self.core.complete(op, result);
+        }
+    }
+
     /// The request for pages `first..` of `file` into `slots`.
     fn make_op(&self, file: &Arc<FileData>, first: u64, slots: Vec<u32>, kind: IoKind) -> ReadOp {
         let arena = self.core.cache.arena();
@@ -886,6 +907,7 @@ impl Engine {
             requests,
             sync_requests: get(&c.sync_requests),
             ahead_requests: get(&c.ahead_requests),
+            expedited_requests: get(&c.expedited_requests),
             avg_request_pages: if requests == 0 {
                 0.0
             } else {
@@ -1161,6 +1183,11 @@ impl File {
             };
             let want = (PAGE - from).min(len - done);
             let dst = &mut buf[done..done + want];
+            if cache.is_in_flight(table, page) {
+                let t = Instant::now();
+                self.engine.expedite(&self.data, page);
+                stall += t.elapsed();
+            }
             match cache.read_page(table, page, from, dst, true, &mut stall) {
                 Lookup::Copied { n, whole, .. } => {
                     // It was not ready when the read began (the hits were copied above).

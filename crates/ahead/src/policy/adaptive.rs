@@ -37,7 +37,9 @@
 //! Both are capped by memory: the driver's readahead budget for the file
 //! ([`RaContext::readahead_budget`]) is split among its active streams, so all windows together
 //! fit in the cache. A strided stream bets at most 1% of what it has used
-//! ([`STRIDE_BET`]): its reads may stop any time, and what is ahead then is wasted.
+//! ([`STRIDE_BET`]): its reads may stop any time, and what is ahead then is wasted. A bet
+//! smaller than the reader's record is not placed at all: it would not hold the next read, only
+//! split it into two requests (the pages ahead, then the rest, waited for).
 //!
 //! **Feedback.** Top-ups that find every page cached twice in a row turn the stream's
 //! readahead off (no more lookups); it comes back on after two misses within sixteen reads, so
@@ -523,6 +525,15 @@ impl Adaptive {
         } else {
             self.bet(&st, cap).max(1)
         };
+        if cap < st.record {
+            // A bet smaller than one of the reader's records would not hold its next read, only
+            // split it in two requests (the pages ahead and the rest): read what it asks for.
+            if missed && st.shape != Shape::Unknown {
+                let started = self.issue(ctx, IoKind::Sync, s, e - s, e - s);
+                self.account(started, 0);
+            }
+            return;
+        }
         let started = match st.shape {
             Shape::Forward => self.top_up_forward(i, s, e, cap, missed, ctx),
             Shape::Backward => self.top_up_backward(i, s, e, cap, missed, ctx),

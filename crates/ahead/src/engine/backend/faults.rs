@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{Backend, Completer, ReadOp};
+use super::{Backend, Completer, FileData, ReadOp};
 use crate::pattern::SplitMix64;
 
 /// What happens to a request a rule matches.
@@ -251,6 +251,10 @@ impl Backend for FaultBackend {
                 self.inner.read_now(op)
             }
         }
+    }
+
+    fn take_queued(&self, file: &Arc<FileData>, page: u64) -> Option<Box<ReadOp>> {
+        self.inner.take_queued(file, page)
     }
 
     fn is_async(&self) -> bool {

@@ -50,6 +50,13 @@ pub(crate) struct ReadOp {
 unsafe impl Send for ReadOp {}
 
 impl ReadOp {
+    /// Whether this is a read of `page` of `file`.
+    pub fn covers(&self, file: &Arc<FileData>, page: u64) -> bool {
+        Arc::ptr_eq(&self.file, file)
+            && page >= self.first_page
+            && page < self.first_page + self.slots.len() as u64
+    }
+
     /// Byte offset of the read in the file.
     pub fn offset(&self) -> u64 {
         self.first_page * PAGE_SIZE
@@ -79,6 +86,13 @@ pub(crate) trait Backend: Send + Sync {
     fn read_now(&self, op: &ReadOp) -> io::Result<usize> {
         use std::os::fd::AsRawFd;
         preadv_full(op.file.fd.as_raw_fd(), op)
+    }
+    /// Take back the queued read that covers `page` of `file`, if it waits in this backend's
+    /// queue and has not reached the device: a reader about to wait for it reads it itself
+    /// ([`Backend::read_now`]) rather than wait behind every ahead read queued before it.
+    /// `None` if no queued read covers the page (it is on the device, or done).
+    fn take_queued(&self, _file: &Arc<FileData>, _page: u64) -> Option<Box<ReadOp>> {
+        None
     }
     /// Whether ahead reads are asynchronous (false for `sync`).
     fn is_async(&self) -> bool {

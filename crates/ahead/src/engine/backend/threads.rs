@@ -7,7 +7,7 @@ use std::os::fd::AsRawFd;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-use super::{preadv_full, Backend, Completer, ReadOp};
+use super::{preadv_full, Backend, Completer, FileData, ReadOp};
 
 struct Queue {
     ops: VecDeque<Box<ReadOp>>,
@@ -80,6 +80,12 @@ impl Backend for ThreadsBackend {
         q.ops.push_back(op);
         drop(q);
         self.shared.ready.notify_one();
+    }
+
+    fn take_queued(&self, file: &Arc<FileData>, page: u64) -> Option<Box<ReadOp>> {
+        let mut q = self.shared.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let i = q.ops.iter().position(|op| op.covers(file, page))?;
+        q.ops.remove(i)
     }
 }
 
