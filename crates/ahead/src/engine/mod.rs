@@ -11,7 +11,9 @@
 //!    with a marker whose later touch is its cue.
 //! 2. **Read what is missing.** Pages of the read still absent are read, one request per run.
 //! 3. **Copy.** Each page is copied out as soon as it is ready; a reader waits for the pages it
-//!    needs only. A failed read fails the reads that waited for it with the system's error and
+//!    needs only. A page whose ahead read still waits in the backend's queue (behind others
+//!    not yet sent to the device) is not waited for: the reader takes that read back and does
+//!    it itself. A failed read fails the reads that waited for it with the system's error and
 //!    caches nothing, so the next read tries again.
 //!
 //! The cache ([`cache`]) is an arena of page slots: its size is the budget, a hard limit.
@@ -23,7 +25,8 @@
 //! `read_ahead_kb` (at least eight full requests, a quarter of the budget at most), and the
 //! policy is told the latency and
 //! bandwidth the engine measures, so windows keep the device busy rather than the kernel's
-//! historical 128 KiB.
+//! historical 128 KiB. The bandwidth estimate rises quickly and falls slowly: a light load
+//! measures only what it asked of the device, and believed at once it would keep itself light.
 //!
 //! A file may change while it is read. The engine holds a read lease on each file
 //! (`F_SETLEASE`): while it holds it nobody has opened the file for writing or truncated it, so
