@@ -12,7 +12,9 @@
 //!   refused, plain `READ` is used and `stats()` says why. A read into scattered slots is one
 //!   `READV`: the device still sees one request.
 //! * **Completions.** One reaper thread waits in the kernel for completions of every read,
-//!   whoever submitted it, and marks the pages ready; readers wait on the page they need only.
+//!   whoever submitted it, refills the ring from the backlog, and only then marks the pages
+//!   ready: the readers it wakes would otherwise take the CPUs while the device waits.
+//!   Readers wait on the page they need only.
 //!
 //! Probing: a ring that cannot be set up (`ENOSYS`: no io_uring; `EPERM`: disabled by sysctl or
 //! seccomp; `ENOMEM`: locked memory) or that cannot complete a no-op makes the engine fall back
@@ -237,6 +239,7 @@ impl Shared {
 
 fn reap(shared: &Shared) {
     let mut done: Vec<(u64, i32)> = Vec::with_capacity(QUEUE as usize);
+    let mut finished: Vec<(Box<ReadOp>, io::Result<usize>)> = Vec::with_capacity(QUEUE as usize);
     loop {
         match shared.ring.submitter().submit_and_wait(1) {
             Ok(_) => {}
@@ -250,12 +253,11 @@ fn reap(shared: &Shared) {
             let cq = unsafe { shared.ring.completion_shared() };
             done.extend(cq.map(|c| (c.user_data(), c.result())));
         }
-        let (mut finished, mut finished_bytes) = (0, 0);
+        let mut finished_bytes = 0;
         for &(data, res) in &done {
             if data == WAKE {
                 continue;
             }
-            finished += 1;
             // SAFETY: every non-WAKE user_data is a `Box<ReadOp>` leaked by `push`, completed
             // exactly once.
             let op = unsafe { Box::from_raw(data as *mut ReadOp) };
@@ -265,16 +267,22 @@ fn reap(shared: &Shared) {
             } else {
                 Ok(res as usize)
             };
-            shared.completer.complete(op, result);
+            finished.push((op, result));
         }
+        // Refill the device before waking the readers: on a small machine the woken readers take
+        // the CPUs, and the device would wait for the reaper to run again (measured with 16
+        // readers on 2 cores: the device idle 22-24% of the time, against 2% with one reader).
         let mut s = shared.submit.lock().unwrap_or_else(|p| p.into_inner());
-        s.in_flight -= finished;
+        s.in_flight -= finished.len();
         s.in_flight_bytes -= finished_bytes;
         let pushed = shared.drain_backlog(&mut s);
         let idle = s.in_flight == 0 && s.backlog.is_empty();
         drop(s);
         if pushed {
             shared.enter();
+        }
+        for (op, result) in finished.drain(..) {
+            shared.completer.complete(op, result);
         }
         if idle && shared.stop.load(Ordering::Acquire) {
             return;
@@ -416,5 +424,109 @@ pub fn queue_depth_reads(
     match failure {
         Some(e) => Err(e),
         None => Ok((bytes, reads, latencies)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::cache::Cache;
+    use crate::engine::file::{self, FileData, Lease};
+    use crate::policy::IoKind;
+    use crate::units::PAGE_SIZE;
+    use std::sync::atomic::{AtomicI64, AtomicU64};
+    use std::sync::{OnceLock, Weak};
+    use std::time::Duration;
+
+    /// Records, as each read is completed, how many reads still wait in the backlog.
+    struct BacklogProbe {
+        shared: OnceLock<Weak<Shared>>,
+        backlog_at_completion: Mutex<Vec<usize>>,
+    }
+
+    impl Completer for BacklogProbe {
+        fn complete(&self, op: Box<ReadOp>, result: io::Result<usize>) {
+            assert_eq!(result.ok(), Some(op.len()));
+            let waiting = self.shared.get().and_then(Weak::upgrade).map_or(0, |sh| {
+                sh.submit
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .backlog
+                    .len()
+            });
+            self.backlog_at_completion.lock().unwrap().push(waiting);
+        }
+    }
+
+    /// Eight 4 MiB reads: four fit under the byte cap, four wait. When the first completes, the
+    /// reaper has already moved the next into the ring (the device is refilled before readers
+    /// are woken), so the completer sees fewer than four still waiting.
+    #[test]
+    fn the_device_is_refilled_before_the_readers_are_woken() {
+        const OP_PAGES: usize = 1024;
+        const OPS: usize = 8;
+        let op_bytes = OP_PAGES * PAGE_SIZE as usize;
+        assert_eq!(MAX_IN_FLIGHT_BYTES / op_bytes, OPS / 2);
+        let path = std::env::temp_dir().join(format!("ahead-uring-refill-{}", std::process::id()));
+        std::fs::write(&path, vec![7u8; OPS * op_bytes]).unwrap();
+        let cache = Cache::new(OPS * OP_PAGES).unwrap();
+        let opened = file::open(&path, true).unwrap();
+        let size = opened.identity.size;
+        let (lease, _) = Lease::new(&opened.fd, false);
+        let data = Arc::new(FileData {
+            id: 0,
+            table: cache.table(0, size / PAGE_SIZE),
+            fd: opened.fd,
+            path: path.clone(),
+            size,
+            live_size: AtomicU64::new(size),
+            live_mtime_ns: AtomicI64::new(0),
+            lease,
+            direct: opened.direct,
+            read_ahead_kb: None,
+            max_sectors_kb: None,
+        });
+        let probe = Arc::new(BacklogProbe {
+            shared: OnceLock::new(),
+            backlog_at_completion: Mutex::new(Vec::new()),
+        });
+        let arena = (cache.arena().base(), cache.arena().bytes());
+        let backend = UringBackend::new(arena, probe.clone()).expect("io_uring on this machine");
+        let _ = probe.shared.set(Arc::downgrade(&backend.shared));
+        {
+            // All eight go into the backlog under one hold of the lock, so none can complete
+            // before the last is queued; then as many as fit go to the ring, as `submit` does.
+            let shared = &backend.shared;
+            let mut s = shared.submit.lock().unwrap();
+            for i in 0..OPS {
+                let first = (i * OP_PAGES) as u32;
+                s.backlog.push_back(Box::new(ReadOp {
+                    file: data.clone(),
+                    first_page: (i * OP_PAGES) as u64,
+                    slots: (first..first + OP_PAGES as u32).collect(),
+                    expected: op_bytes as u64,
+                    kind: IoKind::Ahead,
+                    submitted: Instant::now(),
+                    queued_behind: 0,
+                    iov: vec![libc::iovec {
+                        iov_base: cache.arena().slot_ptr(first).cast(),
+                        iov_len: op_bytes,
+                    }],
+                }));
+            }
+            assert!(shared.drain_backlog(&mut s));
+            assert_eq!((s.in_flight, s.backlog.len()), (OPS / 2, OPS / 2));
+            drop(s);
+            shared.enter();
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while probe.backlog_at_completion.lock().unwrap().len() < OPS {
+            assert!(Instant::now() < deadline, "the reads did not complete");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(backend);
+        let _ = std::fs::remove_file(&path);
+        let seen = probe.backlog_at_completion.lock().unwrap().clone();
+        assert!(seen[0] < OPS / 2, "backlog at each completion: {seen:?}");
     }
 }
