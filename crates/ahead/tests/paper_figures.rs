@@ -119,3 +119,20 @@ fn embedded_figures_equal_the_shared_anchors() {
         }
     }
 }
+
+#[test]
+fn adaptive_wastes_at_most_1_percent_on_every_figure() {
+    // issue 4's goal (the table of `cargo run --example adaptive_table`), held here so that a
+    // change made for another pattern cannot quietly undo it.
+    let config = SimConfig::default();
+    for fig in &FIGURES {
+        let m = fig.run("adaptive", config).expect("figure runs").faithful;
+        assert!(
+            m.wasted_pages * 100 <= fig.requested,
+            "Figure {}: adaptive wasted {} of {} requested",
+            fig.figure,
+            m.wasted_pages,
+            fig.requested
+        );
+    }
+}

@@ -36,7 +36,9 @@
 //!
 //! Both are capped by memory: the driver's readahead budget for the file
 //! ([`RaContext::readahead_budget`]) is split among its active streams, so all windows together
-//! fit in the cache. A strided stream bets at most 1% of what it has used
+//! fit in the cache. Where that share holds a window to no more than one read (a thousand files
+//! read in turn), the guess a file's first read makes still brings in one window past the read,
+//! so the second read does not wait as the first did. A strided stream bets at most 1% of what it has used
 //! ([`STRIDE_BET`]): its reads may stop any time, and what is ahead then is wasted. A bet
 //! smaller than the reader's record is not placed at all: it would not hold the next read, only
 //! split it into two requests (the pages ahead, then the rest, waited for).
@@ -602,11 +604,21 @@ impl Adaptive {
             if st.frontier > e {
                 return Some(self.issue(ctx, IoKind::Sync, s, e - s, e - s));
             }
-            let pages = (e - s).max(window);
-            st.frontier = s + pages;
-            st.window = window;
             // A sequential hint is the application's word for what a run would prove.
             let proven = st.run > 0 || self.sequential;
+            // A guess brings in one window counted from the read, or, when the memory budget
+            // has shrunk the window to no more than the read (many files sharing the cache),
+            // one window past it: else the guess would be no bet at all, and the next read
+            // would wait too. (A window that the configured maximum or thrashing holds to the
+            // read's size stays so.)
+            let budget_bound = cap < self.ra_max.min(self.thrash_cap);
+            let pages = if !proven && budget_bound && window <= e - s {
+                (e - s) + window
+            } else {
+                (e - s).max(window)
+            };
+            st.frontier = s + pages;
+            st.window = window;
             let started = self.issue(ctx, IoKind::Sync, s, pages, e - s);
             if !proven {
                 // A guess (a file read from its start): one window, no lead yet.
