@@ -1063,7 +1063,6 @@ fn user_file_size(path: &std::path::Path, size: u64, explicit: bool) -> Result<u
 /// Make sure `path` exists with at least `size` bytes (random, so nothing compresses or dedups
 /// them); returns the size to use (the file's, if it is larger).
 fn ensure_file(path: &std::path::Path, size: u64) -> Result<u64, Failure> {
-    use std::io::Write;
     if let Ok(m) = std::fs::metadata(path) {
         if !m.is_file() {
             return Err(runtime(format!("{}: not a regular file", path.display())));
@@ -1077,30 +1076,7 @@ fn ensure_file(path: &std::path::Path, size: u64) -> Result<u64, Failure> {
         path.display(),
         size >> 20
     );
-    let mut f = std::io::BufWriter::with_capacity(
-        1 << 20,
-        std::fs::File::create(path).map_err(|e| runtime(format!("{}: {e}", path.display())))?,
-    );
-    let mut x = 0x2545_F491_4F6C_DD1Du64 ^ size;
-    let mut block = vec![0u8; 1 << 20];
-    let mut left = size;
-    while left > 0 {
-        for w in block.chunks_exact_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            w.copy_from_slice(&x.to_le_bytes());
-        }
-        let n = left.min(block.len() as u64) as usize;
-        f.write_all(&block[..n])
-            .map_err(|e| runtime(format!("{}: {e}", path.display())))?;
-        left -= n as u64;
-    }
-    f.flush()
-        .map_err(|e| runtime(format!("{}: {e}", path.display())))?;
-    // Written back, or dropping its cached pages before a cold run would not work.
-    f.get_ref()
-        .sync_all()
+    bench::write_random_file(path, size, 0)
         .map_err(|e| runtime(format!("{}: {e}", path.display())))?;
     Ok(size)
 }
