@@ -779,7 +779,7 @@ pub fn write_random_file(path: &Path, size: u64, seed: u64) -> std::io::Result<(
             .custom_flags(flags)
             .open(path)
     };
-    let direct = match create(libc::O_DIRECT) {
+    let mut direct = match create(libc::O_DIRECT) {
         Ok(f) => Some(f),
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => None,
         Err(e) => return Err(e),
@@ -801,16 +801,21 @@ pub fn write_random_file(path: &Path, size: u64, seed: u64) -> std::io::Result<(
         }
         let n = (size - off).min(BLOCK as u64);
         let bytes = &block.as_slice()[..n as usize];
-        match &direct {
-            // Direct writes need whole pages: the last, partial one goes buffered.
-            Some(d) if off + n <= whole_pages => d.write_all_at(bytes, off)?,
-            Some(d) => {
-                let whole = (whole_pages - off) as usize;
-                d.write_all_at(&bytes[..whole], off)?;
-                buffered.write_all_at(&bytes[whole..], off + whole as u64)?;
+        // Direct writes need whole pages: the last, partial one goes buffered.
+        let whole = (whole_pages.saturating_sub(off)).min(n) as usize;
+        if let Some(d) = &direct {
+            match d.write_all_at(&bytes[..whole], off) {
+                Ok(()) => {
+                    buffered.write_all_at(&bytes[whole..], off + whole as u64)?;
+                    off += n;
+                    continue;
+                }
+                // An alignment this filesystem does not take: the rest goes buffered.
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => direct = None,
+                Err(e) => return Err(e),
             }
-            None => buffered.write_all_at(bytes, off)?,
         }
+        buffered.write_all_at(bytes, off)?;
         off += n;
     }
     // Written back (the buffered tail, and the size), or dropping its cached pages before a
@@ -1100,9 +1105,18 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         // Whole pages only (all direct), a partial page alone (all buffered), both at once,
         // across a block boundary, and a file that shrinks when rewritten.
-        for (i, size) in [0u64, 1, 4095, 4096, 4097, (1 << 20) + 4096 + 5, 3 << 20, 8192]
-            .into_iter()
-            .enumerate()
+        for (i, size) in [
+            0u64,
+            1,
+            4095,
+            4096,
+            4097,
+            (1 << 20) + 4096 + 5,
+            3 << 20,
+            8192,
+        ]
+        .into_iter()
+        .enumerate()
         {
             let p = dir.join("f");
             write_random_file(&p, size, i as u64).unwrap();
