@@ -295,13 +295,11 @@ fn random_reads(path: &Path, size: u64, secs: f64) -> f64 {
                 let file = &file;
                 s.spawn(move || {
                     let mut buf = vec![0u8; 4096];
-                    let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (i + 1);
+                    let mut rng = ahead::pattern::SplitMix64(i + 1);
                     let mut n = 0u64;
                     while Instant::now() < deadline {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        file.read_at(&mut buf, (x % pages) * 4096).expect("read");
+                        file.read_at(&mut buf, rng.below(pages) * 4096)
+                            .expect("read");
                         n += 1;
                     }
                     n

@@ -789,20 +789,17 @@ pub fn write_random_file(path: &Path, size: u64, seed: u64) -> std::io::Result<(
         None => create(0)?,
     };
     let whole_pages = size / 4096 * 4096;
-    let mut x = 0x2545_F491_4F6C_DD1Du64 ^ size ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut rng = ahead::pattern::SplitMix64(size ^ seed);
     let mut block = Aligned::new(BLOCK);
     let mut off = 0u64;
     while off < size {
         for w in block.as_mut_slice().chunks_exact_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            w.copy_from_slice(&x.to_le_bytes());
+            w.copy_from_slice(&rng.next_u64().to_le_bytes());
         }
         let n = (size - off).min(BLOCK as u64);
         let bytes = &block.as_slice()[..n as usize];
         // Direct writes need whole pages: the last, partial one goes buffered.
-        let whole = (whole_pages.saturating_sub(off)).min(n) as usize;
+        let whole = whole_pages.saturating_sub(off).min(n) as usize;
         if let Some(d) = &direct {
             match d.write_all_at(&bytes[..whole], off) {
                 Ok(()) => {
@@ -1084,16 +1081,13 @@ pub use plot::{plot, windows as plot_windows};
 mod tests {
     use super::*;
 
-    /// The bytes `write_random_file` promises: its generator's stream, cut to `size`.
+    /// The bytes `write_random_file` promises: one stream of words across its blocks, cut to
+    /// `size`.
     fn expected(size: u64, seed: u64) -> Vec<u8> {
-        let mut x = 0x2545_F491_4F6C_DD1Du64 ^ size ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let mut rng = ahead::pattern::SplitMix64(size ^ seed);
         let mut out = Vec::new();
         while (out.len() as u64) < size {
-            // One stream across blocks: a block is a whole number of words.
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            out.extend_from_slice(&x.to_le_bytes());
+            out.extend_from_slice(&rng.next_u64().to_le_bytes());
         }
         out.truncate(size as usize);
         out
