@@ -6,6 +6,11 @@
 //! request ended, and its transfer at `bandwidth`. This is enough to make the three questions of
 //! readahead visible: fewer, larger requests (per-request cost), early requests (latency hidden
 //! behind the reader's work) and enough of them at once (queue depth).
+//!
+//! A request larger than the device's largest I/O (`max_sectors_kb`, the policies'
+//! `io_max_pages`) is split into commands of at most that size, as the block layer splits a
+//! bio: each command takes its own queue slot and pays its own per-request cost, and its pages
+//! are ready when it completes. A policy's request is still counted once in the reports.
 
 use std::fmt;
 
@@ -97,8 +102,29 @@ impl DeviceModel {
         crate::policy::DeviceEstimate {
             latency_ns: (latency_us * 1000.0) as u64,
             bytes_per_sec: (self.streaming_mb_s(io_pages) * 1e6) as u64,
-            request_overhead_ns: (self.per_request_us * 1000.0) as u64,
+            request_overhead_ns: (self.request_overhead_us() * 1000.0) as u64,
         }
+    }
+
+    /// What one more request that does not continue the last one costs the device, in
+    /// microseconds of its time: 1 / its random-read IOPS ceiling. Either its serial cost (the
+    /// command and the seek) or, where requests wait on their latency rather than on each
+    /// other (an object store), its share of the queue: a queue slot held for the latency.
+    pub fn request_overhead_us(&self) -> f64 {
+        let serial = self.per_request_us + self.seek_us;
+        let slot = (self.latency_us + self.per_request_us) / self.queue_depth.max(1) as f64;
+        serial.max(slot)
+    }
+
+    /// Time to transfer one page, in microseconds.
+    pub fn page_us(&self) -> f64 {
+        crate::units::PAGE_SIZE as f64 / self.bandwidth_mb_s
+    }
+
+    /// The longest gap, in pages, that costs less to read through than to skip with one more
+    /// request.
+    pub fn gap_worth_reading(&self) -> u64 {
+        (self.request_overhead_us() / self.page_us()) as u64
     }
 }
 
@@ -128,12 +154,16 @@ pub(crate) struct Device {
     per_request_ns: u64,
     seek_ns: u64,
     ns_per_page: f64,
+    /// Largest command in pages: longer requests are split.
+    command_pages: u64,
 }
 
 impl Device {
-    pub(crate) fn new(model: DeviceModel) -> Device {
+    /// A device that takes commands of at most `command_pages` pages.
+    pub(crate) fn new(model: DeviceModel, command_pages: u64) -> Device {
         Device {
             model,
+            command_pages: command_pages.max(1),
             slot_free_ns: vec![0; model.queue_depth.max(1)],
             serial_free_ns: 0,
             last_end: (u32::MAX, u64::MAX),
@@ -144,8 +174,15 @@ impl Device {
         }
     }
 
-    /// Submit a request at `now_ns`; returns when its data is in memory.
+    /// Largest command in pages.
+    pub(crate) fn command_pages(&self) -> u64 {
+        self.command_pages
+    }
+
+    /// Submit a command of at most [`Self::command_pages`] pages at `now_ns`; returns when its
+    /// data is in memory.
     pub(crate) fn submit(&mut self, now_ns: u64, file: u32, start_page: u64, pages: u64) -> u64 {
+        debug_assert!(pages <= self.command_pages);
         let (slot, &slot_free) = self
             .slot_free_ns
             .iter()

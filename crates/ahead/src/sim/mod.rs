@@ -20,8 +20,9 @@ mod xarray;
 
 pub use device::DeviceModel;
 
+use crate::policy::oracle::{Need, Oracle, OracleSettings, Ramp, Taper};
 use crate::policy::{
-    self, AppRead, Hint, IoKind, IoRequest, Oracle, Policy, PolicyConfig, RaContext, Window, ORACLE,
+    self, AppRead, Hint, IoKind, IoRequest, Policy, PolicyConfig, RaContext, Window, ORACLE,
 };
 use crate::units::{Bytes, PAGE_SIZE};
 use crate::workload::{Event, Workload};
@@ -235,6 +236,18 @@ pub struct Simulator {
     now_ns: u64,
     seq: u64,
     windows: Option<Vec<FileWindow>>,
+    /// The oracle's plan, when the policy is the oracle (it issues for every handle at once).
+    oracle: Option<Oracle>,
+}
+
+/// What each handle runs under the oracle: nothing of its own (the plan issues for all).
+struct Planned;
+
+impl Policy for Planned {
+    fn name(&self) -> &'static str {
+        ORACLE
+    }
+    fn on_read(&mut self, _read: AppRead, _ctx: &mut dyn RaContext) {}
 }
 
 /// A readahead decision a policy noted, with the file it was made for.
@@ -299,7 +312,7 @@ impl Simulator {
             config,
             policy_name: policy_name.to_string(),
             cache: PageCache::new(config.cache_pages),
-            device: Device::new(config.device),
+            device: Device::new(config.device, config.policy.io_max_pages),
             files: Vec::new(),
             opens: Vec::new(),
             open_count: 0,
@@ -307,6 +320,7 @@ impl Simulator {
             now_ns: 0,
             seq: 0,
             windows: None,
+            oracle: None,
         })
     }
 
@@ -417,6 +431,13 @@ impl Simulator {
             len: Bytes(end - offset.0),
         };
         self.seq += 1;
+        if let Some(mut oracle) = self.oracle.take() {
+            oracle.on_read((self.seq - 1) as usize, |f, io| {
+                let (mut ctx, _) = self.ctx_for(f, handle);
+                ctx.start_io(io);
+            });
+            self.oracle = Some(oracle);
+        }
         let congested = self.device.congested(self.now_ns);
 
         let (start_ns, seq, compute_ns) = (self.now_ns, self.seq, self.config.compute_ns_per_page);
@@ -478,6 +499,16 @@ impl Simulator {
     /// `handle`'s policy and the driver's side of [`RaContext`] for it, borrowed apart so the
     /// policy can be called with the context. The caller has checked that `handle` is open.
     fn policy_and_ctx(&mut self, handle: u32, file: u32) -> (&mut OpenState, Ctx<'_>) {
+        let (ctx, opens) = self.ctx_for(file, handle);
+        let open = opens[handle as usize]
+            .as_mut()
+            .expect("handle checked by the caller");
+        (open, ctx)
+    }
+
+    /// The driver's side of [`RaContext`] for `file`, its I/O charged to `owner`; and the open
+    /// handles, borrowed apart.
+    fn ctx_for(&mut self, file: u32, owner: u32) -> (Ctx<'_>, &mut Vec<Option<OpenState>>) {
         let Simulator {
             opens,
             open_count,
@@ -491,25 +522,20 @@ impl Simulator {
             windows,
             ..
         } = self;
-        // Half the cache for readahead not yet used, shared by the open files.
-        let budget = (cache.capacity() as u64 / 2 / (*open_count).max(1)).max(1);
-        let open = opens[handle as usize]
-            .as_mut()
-            .expect("handle checked by the caller");
         let ctx = Ctx {
+            budget: readahead_budget(cache.capacity(), *open_count),
             cache,
             device,
             files,
             thrash,
             file,
-            owner: handle,
+            owner,
             now_ns: *now_ns,
             seq: *seq,
             paper: config.accounting == Accounting::Paper,
             windows: windows.as_mut(),
-            budget,
         };
-        (open, ctx)
+        (ctx, opens)
     }
 
     fn deliver_thrash(&mut self) {
@@ -521,30 +547,64 @@ impl Simulator {
         }
     }
 
-    /// Replay a whole workload. The oracle policy reads it all first, to know the future.
+    /// Replay a whole workload. The oracle reads it all first, to know the future; on a fresh
+    /// simulator it plays each of its ramps ([`Ramp`]) and keeps the fastest.
     pub fn run_workload(&mut self, workload: Workload) -> Result<(), String> {
-        let ids: Vec<u32> = workload
-            .files
+        if self.policy_name != ORACLE {
+            let ids = self.add_files(&workload.files);
+            return self.replay(workload.events, &ids, None);
+        }
+        let events: Vec<Event> = workload.events.collect();
+        let fresh = self.files.is_empty() && self.seq == 0;
+        let ramps: &[Ramp] = if fresh { &Ramp::ALL } else { &Ramp::ALL[..1] };
+        let mut best: Option<Simulator> = None;
+        for &ramp in ramps {
+            let mut sim = if fresh {
+                let mut sim = Simulator::new(ORACLE, self.config)?;
+                sim.windows = self.windows.as_ref().map(|_| Vec::new());
+                sim
+            } else {
+                std::mem::replace(self, Simulator::new(ORACLE, self.config)?)
+            };
+            let ids = sim.add_files(&workload.files);
+            let plan = sim.oracle_for(&events, &ids, ramp);
+            sim.replay(Box::new(events.iter().copied()), &ids, Some(plan))?;
+            let faster =
+                |b: &Simulator| sim.report().faithful.modeled_ms < b.report().faithful.modeled_ms;
+            if best.as_ref().is_none_or(faster) {
+                best = Some(sim);
+            }
+        }
+        *self = best.expect("at least one ramp");
+        Ok(())
+    }
+
+    fn add_files(&mut self, files: &[crate::workload::FileSpec]) -> Vec<u32> {
+        files
             .iter()
             .map(|f| self.add_file(&f.name, f.size))
-            .collect();
-        let (events, mut oracles): (Box<dyn Iterator<Item = Event>>, _) =
-            if self.policy_name == ORACLE {
-                let events: Vec<Event> = workload.events.collect();
-                let oracles = self.oracles_for(&events, &ids);
-                (Box::new(events.into_iter()), Some(oracles.into_iter()))
-            } else {
-                (workload.events, None)
-            };
+            .collect()
+    }
+
+    /// Play `events` on files `ids`, under the oracle's `plan` if there is one.
+    fn replay(
+        &mut self,
+        events: Box<dyn Iterator<Item = Event> + '_>,
+        ids: &[u32],
+        plan: Option<Oracle>,
+    ) -> Result<(), String> {
+        let oracle = plan.is_some();
+        self.oracle = plan;
         for event in events {
             match event {
                 Event::Open { handle, file } => {
                     let id = *ids
                         .get(file as usize)
                         .ok_or_else(|| format!("open of unknown file #{file}"))?;
-                    match oracles.as_mut().and_then(|o| o.next()) {
-                        Some(oracle) => self.open_with(handle, id, Box::new(oracle))?,
-                        None => self.open(handle, id)?,
+                    if oracle {
+                        self.open_with(handle, id, Box::new(Planned))?;
+                    } else {
+                        self.open(handle, id)?;
                     }
                 }
                 Event::Read {
@@ -559,35 +619,24 @@ impl Simulator {
         Ok(())
     }
 
-    /// One oracle per open in `events`, in order, each told the reads its handle will make
-    /// (clipped at EOF as [`Self::read`] clips them), with an equal share of a quarter of the cache.
-    fn oracles_for(&self, events: &[Event], ids: &[u32]) -> Vec<Oracle> {
-        let mut futures: Vec<Vec<policy::oracle::PageRange>> = Vec::new();
-        let mut current: Vec<Option<(usize, u64)>> = Vec::new(); // handle -> (future, file pages)
-        let (mut open, mut most_open) = (0u64, 1u64);
+    /// The oracle's plan for `events`: every read they make (clipped at EOF as [`Self::read`]
+    /// clips it), with the readahead budget the real policies share (half the cache), the
+    /// device's largest I/O, and the gaps this device reads through more cheaply than it skips.
+    fn oracle_for(&self, events: &[Event], ids: &[u32], ramp: Ramp) -> Oracle {
+        let mut needs = Vec::new();
+        let mut handles: Vec<Option<u32>> = Vec::new(); // handle -> file id
         for event in events {
             match *event {
                 Event::Open { handle, file } => {
                     let h = handle as usize;
-                    if current.len() <= h {
-                        current.resize(h + 1, None);
+                    if handles.len() <= h {
+                        handles.resize(h + 1, None);
                     }
-                    if current[h].is_none() {
-                        open += 1;
-                        most_open = most_open.max(open);
-                    }
-                    let pages = ids
-                        .get(file as usize)
-                        .map(|&id| self.files[id as usize].pages)
-                        .unwrap_or(0);
-                    current[h] = Some((futures.len(), pages));
-                    futures.push(Vec::new());
+                    handles[h] = ids.get(file as usize).copied();
                 }
                 Event::Close { handle } => {
-                    if let Some(slot) = current.get_mut(handle as usize) {
-                        if slot.take().is_some() {
-                            open -= 1;
-                        }
+                    if let Some(slot) = handles.get_mut(handle as usize) {
+                        *slot = None;
                     }
                 }
                 Event::Read {
@@ -595,30 +644,49 @@ impl Simulator {
                     offset,
                     len,
                 } => {
-                    if let Some(Some((k, pages))) = current.get(handle as usize) {
-                        let end = offset
-                            .0
-                            .saturating_add(len.0)
-                            .min(Bytes::of_pages(*pages).0);
+                    if let Some(&Some(id)) = handles.get(handle as usize) {
+                        let pages = self.files[id as usize].pages;
+                        let end = offset.0.saturating_add(len.0).min(Bytes::of_pages(pages).0);
                         if end > offset.0 {
                             let read = AppRead {
                                 offset,
                                 len: Bytes(end - offset.0),
                             };
-                            futures[*k].push((read.first_page(), read.end_page()));
+                            needs.push(Need {
+                                file: id,
+                                first: read.first_page(),
+                                end: read.end_page(),
+                            });
                         }
                     }
                 }
                 Event::Hint { .. } => {}
             }
         }
-        // Half the cache over the handles open at once: the readahead budget the real policies
-        // get (see `Ctx::budget`).
-        let lookahead = (self.cache.capacity() as u64 / 2 / most_open).max(1);
-        futures
-            .into_iter()
-            .map(|f| Oracle::new(f, lookahead, self.config.policy.io_max_pages))
-            .collect()
+        // It holds ahead the readahead budget the policies share (half the cache).
+        let budget = readahead_budget(self.cache.capacity(), 1);
+        Oracle::plan(
+            &needs,
+            OracleSettings {
+                cache_pages: self.cache.capacity() as u64,
+                budget_pages: budget,
+                io_max_pages: self.config.policy.io_max_pages.max(1),
+                gap_pages: self.config.device.gap_worth_reading(),
+                seek_pages: (self.config.device.seek_us / self.config.device.page_us()) as u64,
+                ramp,
+                taper: (self.config.compute_ns_per_page > 0).then(|| Taper {
+                    compute_ns: self.config.compute_ns_per_page,
+                    request_ns: (self.config.device.per_request_us * 1000.0) as u64,
+                    page_ns: (self.config.device.page_us() * 1000.0).ceil() as u64,
+                }),
+            },
+        )
+    }
+
+    /// Pages the oracle read through gaps by choice (0 for other policies): the only pages
+    /// it may waste.
+    pub fn oracle_gap_pages(&self) -> u64 {
+        self.oracle.as_ref().map_or(0, |o| o.chosen_gap_pages())
     }
 
     /// How many pages of `file` in `[start, end)` are cached now.
@@ -663,6 +731,12 @@ impl Simulator {
     }
 }
 
+/// The readahead budget of one of `open` files in a cache of `capacity` pages: half the cache
+/// for pages read ahead and not yet used, shared by the open files.
+fn readahead_budget(capacity: usize, open: u64) -> u64 {
+    (capacity as u64 / 2 / open.max(1)).max(1)
+}
+
 /// Run `workload` through `policy_name` with `config`.
 pub fn run(policy_name: &str, config: SimConfig, workload: Workload) -> Result<RunReport, String> {
     let mut sim = Simulator::new(policy_name, config)?;
@@ -697,7 +771,10 @@ impl Ctx<'_> {
         limit: u64,
         fallback: bool,
     ) -> bool {
-        let ready = self.device.submit(self.now_ns, self.file, p, run_end - p);
+        // One device command per `command_pages` (the block layer's split), submitted in order
+        // as the walk below reaches it; a page is ready when its command completes.
+        let command = self.device.command_pages();
+        let (mut submitted, mut ready_ns) = (0u64, 0u64);
         let mut fallback = fallback;
         let mut q = p;
         while q < run_end {
@@ -721,6 +798,13 @@ impl Ctx<'_> {
             let n = 1u64 << order;
             let marker = io.marker_page.is_some_and(|m| m >= q && m < q + n);
             for page in q..q + n {
+                while p + submitted * command <= page {
+                    let at = p + submitted * command;
+                    ready_ns =
+                        self.device
+                            .submit(self.now_ns, self.file, at, command.min(run_end - at));
+                    submitted += 1;
+                }
                 if self.thrash.refault(self.file, page) {
                     self.files[self.file as usize].counters.thrashed_pages += 1;
                 }
@@ -728,7 +812,7 @@ impl Ctx<'_> {
                     self.file,
                     self.owner,
                     page,
-                    ready,
+                    ready_ns,
                     self.seq,
                     marker && page == q,
                     order,
