@@ -24,7 +24,7 @@ Policies: none, fixed, linux-2.6.0, linux-2.6.7, pratt, linux-ondemand, adaptive
           'all'). The oracle (knows the whole trace: the lower bound) always runs beside the
           others, and vs_oracle is each policy's modelled time over the oracle's.
 Patterns: paper:read=R,seek=S,repeat=N  seq  reverse  stride  random  interleaved  shuffled
-          manyfiles  iozone:{read,reread,reverse,stride,random,mix,pread}
+          manyfiles  skips  merge  iozone:{read,reread,reverse,stride,random,mix,pread}
           each with optional :size=64m,bs=4k,... (see the pattern module docs).
 Devices:  nvme (this machine), hdd, remote (an object store).";
 

@@ -10,6 +10,8 @@
 //! | `interleaved[:streams=,size=,bs=]` | `streams` sequential readers, each over its own slice of one file, taking turns |
 //! | `shuffled[:group=,size=,bs=,seed=]` | groups of `group` adjacent reads issued in random order (threads racing over contiguous pages) |
 //! | `manyfiles[:files=,size=,bs=]` | `files` files each read sequentially, one read each in turn (one process serving many slow clients) |
+//! | `skips[:size=,bs=,run=,skip=]` | runs of `run` bytes read in order in `bs` reads, each followed by a forward skip of `skip` (a reader that jumps over what it does not need: a columnar scan, mountpoint-s3's forward seeks) |
+//! | `merge[:ways=,size=,bs=,seed=]` | a `ways`-way merge: the file holds `ways` sorted runs of equal length, and each read takes the next `bs` of a run chosen at random, weighted by what it has left (sort's merge pass, an LSM compaction) |
 //! | `iozone:TEST[:size=,bs=]` | iozone's read tests: `read`, `reread`, `reverse`, `stride`, `random`, `mix`, `pread` |
 //!
 //! Sizes take units (`4k`, `1m`, `2g`, `8p` for pages). Defaults: `size=64m`, `bs=4k`;
@@ -106,6 +108,28 @@ pub enum Pattern {
         /// Random seed.
         seed: u64,
     },
+    /// Runs read in order, each followed by a forward skip.
+    Skips {
+        /// File size.
+        size: Bytes,
+        /// Bytes per read.
+        bs: Bytes,
+        /// Bytes read in order between two skips.
+        run: Bytes,
+        /// Bytes skipped after each run.
+        skip: Bytes,
+    },
+    /// A k-way merge of sorted runs laid out one after another in one file.
+    Merge {
+        /// File size (all runs together).
+        size: Bytes,
+        /// Bytes per read.
+        bs: Bytes,
+        /// Number of runs merged.
+        ways: u64,
+        /// Random seed (which run has the next smallest key).
+        seed: u64,
+    },
     /// The file read twice from start to end (iozone's re-read).
     Reread {
         /// File size (per file).
@@ -125,6 +149,8 @@ pub const PATTERN_NAMES: &[&str] = &[
     "interleaved",
     "shuffled",
     "manyfiles",
+    "skips",
+    "merge",
     "iozone",
 ];
 
@@ -235,6 +261,15 @@ impl Pattern {
                 Pattern::Shuffled { size, bs, group: a.number("group", 16)?, seed: a.number("seed", 1)? }
             }
             (false, "manyfiles") => Pattern::ManyFiles { files: a.number("files", 1000)?, size, bs },
+            (false, "skips") => {
+                let run = a.size("run", 32 << 20)?;
+                let skip = a.size("skip", 4 << 20)?;
+                if run.0 == 0 {
+                    return Err(format!("pattern '{spec}': run must be above 0"));
+                }
+                Pattern::Skips { size, bs, run, skip }
+            }
+            (false, "merge") => Pattern::Merge { size, bs, ways: a.number("ways", 12)?, seed: a.number("seed", 1)? },
             (true, other) => {
                 return Err(format!(
                     "unknown iozone test '{other}'; known: read, reread, reverse, stride, random, mix, pread"
@@ -258,6 +293,8 @@ impl Pattern {
             | Pattern::Random { size, bs, .. }
             | Pattern::RandomMix { size, bs, .. }
             | Pattern::Reread { size, bs }
+            | Pattern::Skips { size, bs, .. }
+            | Pattern::Merge { size, bs, .. }
             | Pattern::Interleaved { size, bs, .. }
             | Pattern::Shuffled { size, bs, .. }
             | Pattern::ManyFiles { size, bs, .. } => (size, bs),
@@ -273,9 +310,10 @@ impl Pattern {
         }
         match *self {
             Pattern::Interleaved { streams: 0, .. }
+            | Pattern::Merge { ways: 0, .. }
             | Pattern::Shuffled { group: 0, .. }
             | Pattern::ManyFiles { files: 0, .. } => Err(format!(
-                "pattern '{spec}': streams, group and files must be above 0"
+                "pattern '{spec}': streams, ways, group and files must be above 0"
             )),
             _ => Ok(()),
         }
@@ -385,6 +423,64 @@ impl Pattern {
                     events: Box::new(open0.chain(reads)),
                 }
             }
+            Pattern::Skips {
+                size,
+                bs,
+                run,
+                skip,
+            } => {
+                // Reads of `bs` within each run (the last one of a run shorter), run after run.
+                let period = run.0 + skip.0;
+                let reads = (0..size.0.div_ceil(period)).flat_map(move |r| {
+                    let start = r * period;
+                    let end = (start + run.0).min(size.0);
+                    (start..end)
+                        .step_by(bs.0 as usize)
+                        .map(move |o| read0(o, bs.0.min(end - o)))
+                });
+                Workload {
+                    files: one_file(size),
+                    events: Box::new(open0.chain(reads)),
+                }
+            }
+            Pattern::Merge {
+                size,
+                bs,
+                ways,
+                seed,
+            } => {
+                let per_run = (size.0 / ways).max(bs.0);
+                let mut left: Vec<u64> = vec![per_run; ways as usize];
+                let mut total = per_run * ways;
+                let mut rng = SplitMix64(seed);
+                let reads = std::iter::from_fn(move || {
+                    if total == 0 {
+                        return None;
+                    }
+                    // The run holding the next smallest key, weighted by what it has left.
+                    let mut pick = rng.below(total);
+                    let w = left
+                        .iter()
+                        .position(|&l| {
+                            if pick < l {
+                                true
+                            } else {
+                                pick -= l;
+                                false
+                            }
+                        })
+                        .expect("total is the sum of what is left");
+                    let done = per_run - left[w];
+                    let len = bs.0.min(left[w]);
+                    left[w] -= len;
+                    total -= len;
+                    Some(read0(w as u64 * per_run + done, len))
+                });
+                Workload {
+                    files: one_file(Bytes(per_run * ways)),
+                    events: Box::new(open0.chain(reads)),
+                }
+            }
             Pattern::Interleaved { size, bs, streams } => {
                 let per_stream = (size.0 / streams).max(bs.0);
                 let reads_per_stream = per_stream.div_ceil(bs.0);
@@ -470,6 +566,15 @@ impl Pattern {
                 count * pages(bs)
             }
             Pattern::Interleaved { size, .. } | Pattern::Shuffled { size, .. } => pages(size),
+            Pattern::Skips {
+                size, run, skip, ..
+            } => {
+                let period = run.0 + skip.0;
+                let full = size.0 / period;
+                let tail = (size.0 - full * period).min(run.0);
+                (full * run.0 + tail).div_ceil(PAGE_SIZE)
+            }
+            Pattern::Merge { size, ways, bs, .. } => pages(Bytes((size.0 / ways).max(bs.0) * ways)),
             Pattern::ManyFiles { files, size, .. } => files * pages(size),
         }
     }
@@ -535,6 +640,30 @@ mod tests {
     fn interleaved_streams_take_turns() {
         let r = reads(&Pattern::parse("interleaved:streams=2,size=16k,bs=4k").unwrap());
         assert_eq!(r, [(0, 4096), (8192, 4096), (4096, 4096), (12288, 4096)]);
+    }
+
+    #[test]
+    fn skips_read_runs_and_jump_forward() {
+        let r = reads(&Pattern::parse("skips:size=40k,bs=4k,run=8k,skip=12k").unwrap());
+        assert_eq!(r, [(0, 4096), (4096, 4096), (20480, 4096), (24576, 4096)]);
+    }
+
+    #[test]
+    fn a_merge_reads_every_run_in_order_each_once() {
+        let p = Pattern::parse("merge:ways=3,size=96k,bs=4k,seed=5").unwrap();
+        let r = reads(&p);
+        assert_eq!(r.len(), 24);
+        for w in 0..3u64 {
+            let run: Vec<u64> = r.iter().map(|x| x.0).filter(|&o| o / 32768 == w).collect();
+            let want: Vec<u64> = (0..8).map(|i| w * 32768 + i * 4096).collect();
+            assert_eq!(run, want, "run {w} in order");
+        }
+        assert_ne!(
+            r.iter().map(|x| x.0).collect::<Vec<_>>(),
+            (0..24).map(|i| i * 4096).collect::<Vec<_>>(),
+            "interleaved"
+        );
+        assert_eq!(p.pages_read(), 24);
     }
 
     #[test]

@@ -405,8 +405,9 @@ fn an_unknown_policy_or_a_tiny_budget_is_refused_at_build() {
 }
 
 /// The engine and the simulator are two drivers of the same policies: on the paper's patterns
-/// (shortened), with the same window, largest request and cache, and the sync backend (no
-/// timing), they send the same requests.
+/// (shortened), with the same window, largest request, cache and device estimate (the
+/// simulator's nvme model, fixed in the engine), and the sync backend (no timing), they send the
+/// same requests.
 #[test]
 fn the_engine_sends_the_requests_the_simulator_predicts() {
     let path = make_file("paper-40m", 40 << 20);
@@ -429,6 +430,7 @@ fn the_engine_sends_the_requests_the_simulator_predicts() {
                 .ra_max_kb(128)
                 .io_max_kb(256)
                 .budget(64 << 20)
+                .device_estimate(ahead::DeviceModel::NVME.estimate(64))
                 .build()
                 .unwrap();
             let file = engine.open(&path).unwrap();

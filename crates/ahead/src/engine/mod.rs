@@ -119,6 +119,7 @@ pub struct EngineBuilder {
     io_max_kb: Option<u64>,
     faults: Option<Faults>,
     leases: bool,
+    device_estimate: Option<DeviceEstimate>,
 }
 
 impl Default for EngineBuilder {
@@ -135,6 +136,7 @@ impl Default for EngineBuilder {
             io_max_kb: None,
             faults: None,
             leases: true,
+            device_estimate: None,
         }
     }
 }
@@ -177,6 +179,14 @@ impl EngineBuilder {
     /// how large, and whether it was read ahead. For pictures of a policy's windows over time.
     pub fn record_requests(mut self, on: bool) -> Self {
         self.record_requests = on;
+        self
+    }
+
+    /// Tell the policies this estimate of the device and never measure it: every run then
+    /// decides alike, as the simulator does with a modelled device (tests that hold the engine
+    /// to the simulator's decisions, reproducible benchmarks).
+    pub fn device_estimate(mut self, estimate: DeviceEstimate) -> Self {
+        self.device_estimate = Some(estimate);
         self
     }
 
@@ -243,7 +253,7 @@ impl EngineBuilder {
                 )
             })?,
             counters: Counters::default(),
-            meter: Mutex::new(Meter::new()),
+            meter: Mutex::new(Meter::new(self.device_estimate)),
             meter_version: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
         });
@@ -442,6 +452,10 @@ struct Counters {
 /// What the engine measures of the device, for the policies.
 struct Meter {
     estimate: DeviceEstimate,
+    /// Whether `estimate` holds a measurement yet.
+    measured: bool,
+    /// Whether it is fixed by the builder (never measured).
+    fixed: bool,
     version: u64,
     busy_since: Option<Instant>,
     busy: Duration,
@@ -449,14 +463,16 @@ struct Meter {
 }
 
 impl Meter {
-    fn new() -> Meter {
+    fn new(fixed: Option<DeviceEstimate>) -> Meter {
         Meter {
             // Until measured: an NVMe-class device.
-            estimate: DeviceEstimate {
+            estimate: fixed.unwrap_or(DeviceEstimate {
                 latency_ns: 100_000,
                 bytes_per_sec: 1_000_000_000,
                 request_overhead_ns: 10_000,
-            },
+            }),
+            measured: fixed.is_some(),
+            fixed: fixed.is_some(),
             version: 0,
             busy_since: None,
             busy: Duration::ZERO,
@@ -464,7 +480,22 @@ impl Meter {
         }
     }
 
+    /// What a policy reading with requests of up to `io_pages` pages is told: the measurement,
+    /// or until there is one, the simulator's model of an NVMe device (so a new engine's
+    /// policies decide as the simulator's do).
+    fn for_policy(&self, io_pages: u64) -> DeviceEstimate {
+        if self.measured {
+            self.estimate
+        } else {
+            crate::sim::DeviceModel::NVME.estimate(io_pages)
+        }
+    }
+
     fn update(&mut self, latency_ns: Option<u64>, bytes_per_sec: Option<u64>) {
+        if self.fixed {
+            return;
+        }
+        self.measured |= latency_ns.is_some() || bytes_per_sec.is_some();
         let mut e = self.estimate;
         if let Some(l) = latency_ns {
             e.latency_ns = (3 * e.latency_ns + l) / 4;
@@ -849,7 +880,7 @@ impl Engine {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let (estimate, version) = {
             let m = inner.core.meter.lock().unwrap_or_else(|p| p.into_inner());
-            (m.estimate, m.version)
+            (m.for_policy(config.io_max_pages), m.version)
         };
         policy.on_device(estimate);
         inner.open_handles.fetch_add(1, Ordering::Relaxed);
@@ -957,7 +988,7 @@ impl Engine {
         let core = &self.inner.core;
         let mut m = core.meter.lock().unwrap_or_else(|p| p.into_inner());
         let version = m.version + 1;
-        *m = Meter::new();
+        *m = Meter::new(m.fixed.then_some(m.estimate));
         m.version = version;
         core.meter_version.store(version, Ordering::Release);
     }
@@ -1096,7 +1127,7 @@ impl File {
         if core.meter_version.load(Ordering::Acquire) != st.device_version {
             let m = core.meter.lock().unwrap_or_else(|p| p.into_inner());
             st.device_version = m.version;
-            let e = m.estimate;
+            let e = m.for_policy(self.io_max);
             drop(m);
             st.policy.on_device(e);
         }
@@ -1516,7 +1547,7 @@ mod tests {
 
     #[test]
     fn the_bandwidth_estimate_rises_fast_and_falls_slowly() {
-        let mut m = Meter::new();
+        let mut m = Meter::new(None);
         let start = m.estimate.bytes_per_sec;
         // One busy period of a shallow load (a stride's small records) barely moves it.
         m.update(None, Some(60_000_000));

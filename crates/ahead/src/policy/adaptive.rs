@@ -14,32 +14,40 @@
 //! (a file read from its start) or right after cached pages (the kernel's context readahead);
 //! otherwise it waits for a second read to show its shape, and a stride needs a third read to
 //! confirm the distance. A read that joins nothing is random: it gets exactly what it asked for,
-//! one request, and no window. Threads taking turns over one file (each reading the next chunk,
+//! one request, and no window, unless speculating pays (below). Threads taking turns over one file (each reading the next chunk,
 //! as an NFS server's do) look like a stride at first; once the pages just before a stride's
 //! record have been read by the others, the stride is taken for what it is: a forward stream
 //! (or, if a forward stream already follows that place, nothing).
 //!
 //! **Windows.** A confirmed stream reads ahead in its own direction: forward, backward, or record
-//! by record along its stride. A stride whose gap is smaller than what a separate request costs
-//! the device, and at most 1% of the record, is read through as one forward stream. Two sizes
-//! govern a window, as the kernel's on-demand window and its async part do:
+//! by record along its stride. A stride's gap is read through, as one forward stream, where a
+//! separate request costs the device more than the gap's pages and the gap is at most 1% of the
+//! record, or where a separate request costs four times the gap's pages whatever it wastes (a
+//! seek on a disk, a round trip to an object store). Two sizes govern a window, as the kernel's
+//! on-demand window and its async part do:
 //! * `window`: the pages one top-up reads. The first is sized from the request
-//!   (`get_init_ra_size`: x4 for small reads, x2 for medium, else the maximum), then it grows
-//!   (`get_next_ra_size`) up to the maximum window. Top-ups go out as requests of at most the
-//!   device's largest I/O, but a read is never split: a read the cache cannot serve is read in
-//!   one synchronous request that also brings in the first window.
+//!   (`get_init_ra_size`: x4 for small reads, x2 for medium, else the maximum), but no smaller
+//!   than what one request costs the device (a seek's worth of pages on a disk); then it grows
+//!   (`get_next_ra_size`) up to the maximum window: the configured one (the kernel's
+//!   `read_ahead_kb`), or four requests' cost where that is more. A forward stream whose reads
+//!   are larger than the window keeps one read ahead all the same. Top-ups go out as requests
+//!   of at most the device's largest I/O, but a read is never split: a read the cache cannot
+//!   serve is read in one synchronous request that also brings in the first window.
 //! * `lead`: what must stay ahead of the reader. When less than `lead` is left (the reader has
 //!   touched the marker on the first page of the newest window), the next window starts
 //!   asynchronously, so its I/O overlaps the reader's work on this one. The lead follows the
-//!   device: latency x bandwidth from [`DeviceEstimate`] (the driver measures, the policy only
-//!   does arithmetic), at least one window, at most the configured maximum window.
+//!   device: latency x bandwidth from [`DeviceEstimate`] (the driver measures, the simulator
+//!   models; the policy only does arithmetic), at least one window, whatever the configured
+//!   window (a 128 KiB `read_ahead_kb` would keep 1% of an object store busy).
 //!
 //! Both are capped by memory: the driver's readahead budget for the file
-//! ([`RaContext::readahead_budget`]) is split among its active streams, so all windows together
-//! fit in the cache. Where that share holds a window to no more than one read (a thousand files
+//! ([`RaContext::readahead_budget`]) is split among its active streams (half of a share at most
+//! for the window, the rest for the lead), so all windows together fit in the cache. Where that
+//! share holds a window to no more than one read (a thousand files
 //! read in turn), the guess a file's first read makes still brings in one window past the read,
-//! so the second read does not wait as the first did. A strided stream bets at most 1% of what it has used
-//! ([`STRIDE_BET`]): its reads may stop any time, and what is ahead then is wasted. A bet
+//! so the second read does not wait as the first did. A strided stream bets at most 1% of what it
+//! has used ([`STRIDE_BET`]), or a few pages ([`STRIDE_PRIOR`]) if more: its reads may stop any
+//! time, and what is ahead then is wasted. A bet
 //! smaller than the reader's record is not placed at all: it would not hold the next read, only
 //! split it into two requests (the pages ahead, then the rest, waited for).
 //!
@@ -54,6 +62,22 @@
 //! read comes for it: its forward streams read ahead at full size, as the kernel's page cache
 //! lets its windows do.
 //!
+//! **Speculation.** Random reads get only what they ask while speculating would not pay. It pays
+//! when a page brought in around a random miss is likely to be read later: at least one in the
+//! pages' worth of time a small miss costs (`miss_cost`: a request's latency and overhead at full
+//! bandwidth, 53 pages on the modelled NVMe device, thousands on an object store). Only a file
+//! that fits in its share of the cache is speculated on: what comes in stays until a read comes
+//! for it, and all of the file is the most speculation can cost. The guide, before any page
+//! speculated on has been read, is the reads so far (a page will be read about as often in the
+//! time to come as pages were in the time gone): once random reads, counted by the jumps back
+//! (reads in random order go back as often as forward; a stride or runs with skips never do),
+//! have covered enough of the file, a random miss brings in the largest aligned block around it,
+//! and the rest of the file is read ahead in order, a block (or what the device needs in flight)
+//! for each random read. What the speculated pages earn is then the judge: once random reads
+//! have had time to come for them (a quarter of the file's pages), speculation stops if those
+//! that landed on them earned less than half what they cost, and tries again only when random
+//! reads have doubled.
+//!
 //! **Hints.** Sequential: new streams are forward from their first read, with full windows.
 //! Random: no readahead at all. Will-need: the range is read ahead, no stream is disturbed.
 //! Don't-need: streams whose window covered the range will fetch it again if they get there.
@@ -67,8 +91,13 @@ use super::{AppRead, DeviceEstimate, Hint, IoKind, IoRequest, Policy, PolicyConf
 pub const STREAMS: usize = 32;
 /// Farthest apart, in pages, two reads may start and still be taken for one strided stream.
 const MAX_STRIDE_PAGES: u64 = 4096;
-/// A strided stream keeps at most 1/`STRIDE_BET` (under 1%) of the pages it has used read ahead.
+/// A strided stream keeps at most 1/`STRIDE_BET` (under 1%) of the pages it has used read ahead,
+/// or [`STRIDE_PRIOR`] pages, whichever is more.
 pub const STRIDE_BET: u64 = 128;
+/// Pages a strided stream may keep ahead before it has shown more: records of a page or two
+/// need several in flight to hide the device's latency, and a handful of pages is all a stride
+/// that stops can waste.
+pub const STRIDE_PRIOR: u64 = 8;
 /// Top-ups in a row that find everything cached before a stream stops reading ahead.
 const CACHED_OFF_AFTER: u8 = 2;
 /// Misses, within [`CACHED_SPAN`] reads, that turn a cached stream's readahead back on.
@@ -85,6 +114,8 @@ const RACE_READS: u64 = 4;
 const REGROW_EVERY: u32 = 8;
 /// Smallest window cap thrashing can shrink to, in pages.
 const MIN_CAP: u64 = 4;
+/// Pages per granule of the marks that tell a speculative page from others.
+const SPEC_GRANULE: u64 = 16;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Shape {
@@ -269,10 +300,83 @@ impl Stream {
     }
 }
 
+/// Speculation around random reads: a read that joins no stream and misses may bring in the
+/// aligned block of `block` pages around it, when the reads so far say those pages will be read
+/// (see the module comment).
+#[derive(Clone, Copy, Debug)]
+struct Speculation {
+    /// Pages a random miss brings in (a power of two; 0: only what is asked).
+    block: u64,
+    /// Speculative pages issued, and random reads that landed on a cached page of a speculated
+    /// granule.
+    issued: u64,
+    hits: u64,
+    /// Pages of the reads that joined no stream and went back (twice: see `on_read`).
+    jump_pages: u64,
+    /// First page of the file's last read.
+    last_first: u64,
+    /// After speculation stopped, the jump pages at which the prior may start it again.
+    retry_at: u64,
+    /// The jump pages at which what speculation earned is judged.
+    judge_at: u64,
+    /// Where the in-order read of the whole file started, and how far it has gone.
+    sweep_from: u64,
+    swept: u64,
+    /// Granules brought in by speculation, hashed into 4096 bits.
+    marks: [u64; 64],
+}
+
+impl Speculation {
+    const OFF: Speculation = Speculation {
+        block: 0,
+        issued: 0,
+        hits: 0,
+        jump_pages: 0,
+        last_first: 0,
+        retry_at: 0,
+        judge_at: u64::MAX,
+        sweep_from: 0,
+        swept: 0,
+        marks: [0; 64],
+    };
+
+    fn bit(page: u64) -> (usize, u64) {
+        let h = (page / SPEC_GRANULE).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52;
+        ((h / 64) as usize, 1 << (h % 64))
+    }
+
+    fn marked(&self, page: u64) -> bool {
+        let (w, b) = Self::bit(page);
+        self.marks[w] & b != 0
+    }
+
+    fn mark(&mut self, start: u64, end: u64) {
+        let mut g = start / SPEC_GRANULE;
+        while g * SPEC_GRANULE < end {
+            let (w, b) = Self::bit(g * SPEC_GRANULE);
+            self.marks[w] |= b;
+            g += 1;
+        }
+    }
+}
+
+/// The largest power of two at most `n` (n > 0).
+fn prev_power_of_two(n: u64) -> u64 {
+    1 << (63 - n.leading_zeros())
+}
+
 /// Pages that must stay ahead of a reader whose window is `window`: at least the window, what
 /// the device needs in flight, at most `cap`.
 fn lead(window: u64, device_lead: u64, cap: u64) -> u64 {
     window.max(device_lead).min(cap).max(1)
+}
+
+/// The most one stream may read in one top-up (`window`) and keep ahead of its reader
+/// (`lead`), in pages.
+#[derive(Clone, Copy, Debug)]
+struct Caps {
+    window: u64,
+    lead: u64,
 }
 
 /// The adaptive policy's per-open-file state. See the module comment.
@@ -286,6 +390,9 @@ pub struct Adaptive {
     device_lead: u64,
     /// Pages one extra request costs the device (its overhead at full bandwidth).
     request_cost: u64,
+    /// Pages' worth of time a reader loses to one small miss: a request's latency and overhead
+    /// at full bandwidth.
+    miss_cost: u64,
     /// Largest window and lead after thrashing (u64::MAX: no thrashing seen).
     thrash_cap: u64,
     clean_topups: u32,
@@ -306,6 +413,7 @@ pub struct Adaptive {
     /// Reads that joined no stream, and those of them that landed on cached pages.
     jumps: u64,
     jumps_onto_cached: u64,
+    spec: Speculation,
 }
 
 impl Adaptive {
@@ -318,6 +426,7 @@ impl Adaptive {
             io_max: config.io_max_pages.max(1),
             device_lead: 0,
             request_cost: 0,
+            miss_cost: 0,
             thrash_cap: u64::MAX,
             clean_topups: 0,
             congested: false,
@@ -331,6 +440,7 @@ impl Adaptive {
             file_fits: false,
             jumps: 0,
             jumps_onto_cached: 0,
+            spec: Speculation::OFF,
         }
     }
 
@@ -384,6 +494,96 @@ impl Adaptive {
         }
     }
 
+    /// A read `(s, e)` that joins no stream: count what speculation brought in that it uses,
+    /// and, if it misses and speculating pays, bring in the aligned block around it.
+    fn speculate(&mut self, s: u64, e: u64, ctx: &mut dyn RaContext) {
+        if ctx.is_cached(s) {
+            if self.spec.marked(s) {
+                self.spec.hits += 1;
+            }
+            return;
+        }
+        let block = self.spec_block(ctx);
+        if block == 0 {
+            return;
+        }
+        let start = s & !(block - 1);
+        let end = (start + block).max(e).min(self.limit).min(ctx.file_pages());
+        if end <= e && start == s {
+            return;
+        }
+        if self.spec.swept == 0 {
+            self.spec.sweep_from = end;
+        }
+        let started = self
+            .issue(ctx, IoKind::Sync, start, end - start, end - start)
+            .saturating_sub(e - s);
+        self.spec.mark(start, end);
+        self.spec.issued += started;
+    }
+
+    /// While speculation is on, the file is also read ahead in order, a block (or what the
+    /// device needs in flight, if more) for each random read, from the first speculated block
+    /// on round to it: the whole file fits, the reads say it will be read, and in order is how
+    /// the device streams it best. A little at a time keeps the queue short for the reads that
+    /// miss.
+    fn sweep(&mut self, ctx: &mut dyn RaContext) {
+        let block = self.spec.block;
+        let last = self.limit.min(ctx.file_pages());
+        if block == 0 || self.spec.swept >= last {
+            return;
+        }
+        // A block, or what the device needs in flight if more (an object store's round trip).
+        let mut budget = block.max(self.device_lead);
+        while budget > 0 && self.spec.swept < last {
+            let from = (self.spec.sweep_from + self.spec.swept) % last.max(1);
+            let pages = block
+                .min(budget)
+                .min(last - from)
+                .min(last - self.spec.swept);
+            let started = self.issue(ctx, IoKind::Ahead, from, pages, 0);
+            self.spec.mark(from, from + pages);
+            self.spec.issued += started;
+            self.spec.swept += pages;
+            budget -= pages;
+        }
+    }
+
+    /// The block a random miss of `record` pages brings in now (0: none). Only a file that fits
+    /// in its share of the cache is speculated on: every page brought in then stays until a read
+    /// comes for it, and reading all of it is the most speculation can cost. A random miss costs
+    /// the device and its reader `unit` pages' worth of time (its latency and its request), so
+    /// speculative pages pay when at least one in `unit` is read later. Before any are, the
+    /// reads so far are the guide: a page brought in now will be read about as often in the time
+    /// to come as pages were in the time gone, and random reads have read `jump_pages` of the
+    /// file's pages. Once that makes speculation pay, a miss brings in the largest aligned block
+    /// (its own request's worth: the device's largest I/O, within half the budget). What the
+    /// speculative pages earn is then the judge: once random reads have had time to come for
+    /// them (a quarter of the file's pages read since the start), speculation stops if they earned
+    /// less than half their cost, and is tried again only when the random reads have doubled.
+    fn spec_block(&mut self, ctx: &dyn RaContext) -> u64 {
+        let sp = &mut self.spec;
+        let file = ctx.file_pages().max(1);
+        let budget = ctx.readahead_budget();
+        if file > 2 * budget {
+            return 0;
+        }
+        let unit = self.miss_cost.max(1);
+        if sp.block > 0 {
+            if sp.jump_pages >= sp.judge_at {
+                if 2 * sp.hits * unit < sp.issued {
+                    sp.block = 0;
+                    sp.retry_at = 2 * sp.jump_pages;
+                }
+                sp.judge_at = u64::MAX;
+            }
+        } else if sp.jump_pages >= sp.retry_at && sp.jump_pages.saturating_mul(2 * unit) >= file {
+            sp.block = prev_power_of_two(self.io_max.min(budget / 2).max(1));
+            sp.judge_at = sp.jump_pages + file / 4;
+        }
+        sp.block
+    }
+
     /// Count a read that joined no stream, and whether it landed on cached pages.
     fn note_jump(&mut self, onto_cached: bool) {
         self.jumps += 1;
@@ -409,7 +609,9 @@ impl Adaptive {
         if (self.sequential || self.read_whole()) && st.shape == Shape::Forward {
             return cap;
         }
-        let shown = if st.shape == Shape::Stride || self.conservative {
+        let shown = if st.shape == Shape::Stride {
+            (st.used / STRIDE_BET).max(STRIDE_PRIOR)
+        } else if self.conservative {
             st.used / STRIDE_BET
         } else {
             4 * st.used.max(st.record)
@@ -462,18 +664,30 @@ impl Adaptive {
             .max(1) as u64
     }
 
-    /// The largest window and lead one stream may have: the configured maximum, the file's
-    /// budget shared among its streams (half for the window, half for the lead), and the cap
-    /// thrashing left.
-    fn stream_cap(&self, ctx: &dyn RaContext) -> u64 {
-        let share = ctx.readahead_budget() / self.active_streams() / 2;
-        self.ra_max.min(share).min(self.thrash_cap).max(1)
+    /// The largest window and lead one stream may have. The window is the configured maximum
+    /// (or, where a request costs the device more than that window's transfer, a seek's or a
+    /// queue slot's worth of pages four times over, so a request's cost is amortized), within
+    /// half the file's budget shared among its streams, and the cap thrashing left. The lead
+    /// follows the device (what it needs in flight) within the rest of that share.
+    fn stream_caps(&self, ctx: &dyn RaContext) -> Caps {
+        let share = (ctx.readahead_budget() / self.active_streams()).max(1);
+        let window = self
+            .ra_max
+            .max(4 * self.request_cost)
+            .min(share / 2)
+            .min(self.thrash_cap)
+            .max(1);
+        // A top-up brings in a window when less than the lead is ahead: both within the share.
+        let lead = (share - window).min(self.thrash_cap).max(window);
+        Caps { window, lead }
     }
 
-    /// Whether a gap of `gap` pages between records of `record` pages is cheaper to read
-    /// through than to skip with a separate request, at a waste of at most 1%.
+    /// Whether a gap of `gap` pages between records of `record` pages is read through: it is
+    /// cheaper than a separate request and wastes at most 1%, or a separate request costs the
+    /// device four times what the gap's pages do (a seek on a disk, a round trip to a store),
+    /// whatever it wastes.
     fn reads_through(&self, gap: u64, record: u64) -> bool {
-        gap > 0 && gap < self.request_cost && gap * 100 <= record
+        gap > 0 && (gap < self.request_cost && gap * 100 <= record || 4 * gap <= self.request_cost)
     }
 
     /// Start I/O `[start, start + pages)` of `kind`, clipped at the limit, in requests of at
@@ -514,7 +728,7 @@ impl Adaptive {
 
     /// Read ahead for stream `i` after its read `(s, e)`, if the reader reached the marker.
     fn top_up(&mut self, i: usize, s: u64, e: u64, ctx: &mut dyn RaContext) {
-        let cap = self.stream_cap(ctx);
+        let caps = self.stream_caps(ctx);
         let st = self.streams[i];
         let missed = !ctx.is_cached(s);
         // A congested queue defers the top-up while what is ahead still covers the reader's
@@ -522,12 +736,24 @@ impl Adaptive {
         if self.congested && !missed && st.ahead_pages() >= 2 * st.record {
             return;
         }
-        let cap = if st.shape == Shape::Unknown {
-            cap
+        let mut caps = if st.shape == Shape::Unknown {
+            caps
         } else {
-            self.bet(&st, cap).max(1)
+            Caps {
+                window: self.bet(&st, caps.window).max(1),
+                lead: self.bet(&st, caps.lead).max(1),
+            }
         };
-        if cap < st.record {
+        // A proven forward stream whose reads are larger than the window still keeps its next
+        // read ahead: the window is one read.
+        if st.shape == Shape::Forward
+            && st.run > 0
+            && caps.window < st.record
+            && st.record <= caps.lead
+        {
+            caps.window = st.record;
+        }
+        if caps.window < st.record {
             // A bet smaller than one of the reader's records would not hold its next read, only
             // split it in two requests (the pages ahead and the rest): read what it asks for.
             if missed && st.shape != Shape::Unknown {
@@ -537,9 +763,9 @@ impl Adaptive {
             return;
         }
         let started = match st.shape {
-            Shape::Forward => self.top_up_forward(i, s, e, cap, missed, ctx),
-            Shape::Backward => self.top_up_backward(i, s, e, cap, missed, ctx),
-            Shape::Stride => self.top_up_stride(i, s, e, cap, missed, ctx),
+            Shape::Forward => self.top_up_forward(i, s, e, caps, missed, ctx),
+            Shape::Backward => self.top_up_backward(i, s, e, caps, missed, ctx),
+            Shape::Stride => self.top_up_stride(i, s, e, caps, missed, ctx),
             Shape::Unknown => None,
         };
         let Some(started) = started else { return };
@@ -567,12 +793,14 @@ impl Adaptive {
         }
     }
 
-    /// Grow a stream's window for its next top-up.
-    fn next_window(st: &Stream, cap: u64, sequential: bool) -> u64 {
+    /// Grow a stream's window for its next top-up. The first is sized from the read, but no
+    /// smaller than what one request costs the device (`floor`, a seek's worth of pages on a
+    /// disk), so no window pays more for its request than for its pages.
+    fn next_window(st: &Stream, cap: u64, sequential: bool, floor: u64) -> u64 {
         if st.window == 0 && sequential {
             cap
         } else if st.window == 0 {
-            get_init_ra_size(st.record.max(1), cap)
+            get_init_ra_size(st.record.max(1), cap).max(floor.min(cap))
         } else {
             get_next_ra_size(st.window, cap).min(cap)
         }
@@ -583,17 +811,17 @@ impl Adaptive {
         i: usize,
         s: u64,
         e: u64,
-        cap: u64,
+        caps: Caps,
         missed: bool,
         ctx: &mut dyn RaContext,
     ) -> Option<u64> {
-        let dl = self.device_lead;
+        let (dl, rc) = (self.device_lead, self.request_cost);
         let st = &mut self.streams[i];
         if st.frontier < st.reach {
             st.frontier = st.reach;
         }
-        let window = Self::next_window(st, cap, self.sequential);
-        let need = lead(window, dl, cap);
+        let window = Self::next_window(st, caps.window, self.sequential, rc);
+        let need = lead(window, dl, caps.lead);
         if !missed && st.frontier - st.reach >= need {
             return None; // the marker is still ahead of the reader
         }
@@ -611,7 +839,7 @@ impl Adaptive {
             // one window past it: else the guess would be no bet at all, and the next read
             // would wait too. (A window that the configured maximum or thrashing holds to the
             // read's size stays so.)
-            let budget_bound = cap < self.ra_max.min(self.thrash_cap);
+            let budget_bound = caps.window < self.ra_max.min(self.thrash_cap);
             let pages = if !proven && budget_bound && window <= e - s {
                 (e - s) + window
             } else {
@@ -624,23 +852,23 @@ impl Adaptive {
                 // A guess (a file read from its start): one window, no lead yet.
                 return Some(started);
             }
-            return Some(started + self.lead_loop(i, window, cap, ctx));
+            return Some(started + self.lead_loop(i, window, caps, ctx));
         }
-        Some(self.lead_loop(i, window, cap, ctx))
+        Some(self.lead_loop(i, window, caps, ctx))
     }
 
     /// Start windows ahead of forward stream `i` until `lead` pages are ahead of its reader.
-    fn lead_loop(&mut self, i: usize, window: u64, cap: u64, ctx: &mut dyn RaContext) -> u64 {
-        let dl = self.device_lead;
+    fn lead_loop(&mut self, i: usize, window: u64, caps: Caps, ctx: &mut dyn RaContext) -> u64 {
+        let (dl, rc) = (self.device_lead, self.request_cost);
         let mut window = window;
         let mut started = 0;
         loop {
             let st = &mut self.streams[i];
-            if st.frontier - st.reach >= lead(st.window.max(window), dl, cap) {
+            if st.frontier - st.reach >= lead(st.window.max(window), dl, caps.lead) {
                 break;
             }
             if st.window > 0 {
-                window = Self::next_window(st, cap, self.sequential);
+                window = Self::next_window(st, caps.window, self.sequential, rc);
             }
             let from = st.frontier;
             st.frontier += window;
@@ -658,17 +886,17 @@ impl Adaptive {
         i: usize,
         s: u64,
         e: u64,
-        cap: u64,
+        caps: Caps,
         missed: bool,
         ctx: &mut dyn RaContext,
     ) -> Option<u64> {
-        let dl = self.device_lead;
+        let (dl, rc) = (self.device_lead, self.request_cost);
         let st = &mut self.streams[i];
         if st.frontier > st.reach || st.window == 0 {
             st.frontier = st.reach;
         }
-        let window = Self::next_window(st, cap, self.sequential);
-        let need = lead(window, dl, cap);
+        let window = Self::next_window(st, caps.window, self.sequential, rc);
+        let need = lead(window, dl, caps.lead);
         if !missed && st.reach - st.frontier >= need {
             return None;
         }
@@ -679,11 +907,13 @@ impl Adaptive {
         let mut window = window;
         loop {
             let st = &mut self.streams[i];
-            if st.frontier == 0 || st.reach - st.frontier >= lead(st.window.max(window), dl, cap) {
+            if st.frontier == 0
+                || st.reach - st.frontier >= lead(st.window.max(window), dl, caps.lead)
+            {
                 break;
             }
             if st.window > 0 {
-                window = Self::next_window(st, cap, self.sequential);
+                window = Self::next_window(st, caps.window, self.sequential, rc);
             }
             let from = st.frontier.saturating_sub(window);
             let pages = st.frontier - from;
@@ -707,7 +937,7 @@ impl Adaptive {
         i: usize,
         s: u64,
         e: u64,
-        cap: u64,
+        caps: Caps,
         missed: bool,
         ctx: &mut dyn RaContext,
     ) -> Option<u64> {
@@ -742,7 +972,7 @@ impl Adaptive {
             st.frontier = e;
             st.window = 0;
             st.delta = 0;
-            return Some(started + self.top_up_forward(i, s, e, cap, false, ctx).unwrap_or(0));
+            return Some(started + self.top_up_forward(i, s, e, caps, false, ctx).unwrap_or(0));
         }
         let st = &mut self.streams[i];
         let next = st.first as i64 + st.delta;
@@ -755,7 +985,7 @@ impl Adaptive {
             st.frontier = next.max(0) as u64;
         }
         // `cap` already holds the bet (1/128 of what the stream has used); the lead caps it too.
-        let allowed = lead(cap.min(st.record * 4), dl, cap);
+        let allowed = lead(caps.window.min(st.record * 4), dl, caps.window);
         let records = allowed / st.record.max(1);
         let ahead = st.records_ahead();
         if ahead >= records || ahead > records / 2 && !missed {
@@ -931,7 +1161,16 @@ impl Policy for Adaptive {
                 self.charge_left_behind();
             }
             self.note_jump(ctx.is_cached(s));
+            // Reads in random order go back as often as forward; a pattern that only ever goes
+            // forward (a stride, runs with skips) is not random, however its reads join. So the
+            // prior counts the jumps back, twice.
+            if s < self.spec.last_first {
+                self.spec.jump_pages += 2 * (e - s);
+            }
+            self.speculate(s, e, ctx);
+            self.sweep(ctx);
         }
+        self.spec.last_first = s;
         let i = match found {
             Some((from, Join::StrideCandidate)) => {
                 let d = s as i64 - self.streams[from].first as i64;
@@ -996,6 +1235,18 @@ impl Policy for Adaptive {
 
     fn on_device(&mut self, estimate: DeviceEstimate) {
         self.device_lead = estimate.inflight_pages();
+        // The estimate's latency is that of a largest request: less that request's transfer
+        // (at least its overhead), plus the overhead, is what a small miss costs.
+        let transfer_ns = (self.io_max * crate::units::PAGE_SIZE) as u128 * 1_000_000_000
+            / estimate.bytes_per_sec.max(1) as u128;
+        let small = (estimate.latency_ns as u128)
+            .saturating_sub(transfer_ns)
+            .max(estimate.request_overhead_ns as u128) as u64;
+        self.miss_cost = DeviceEstimate {
+            latency_ns: small + estimate.request_overhead_ns,
+            ..estimate
+        }
+        .inflight_pages();
         let cost = DeviceEstimate {
             latency_ns: estimate.request_overhead_ns,
             ..estimate

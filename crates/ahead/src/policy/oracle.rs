@@ -26,7 +26,7 @@
 //! page any read needs in file order with no ramp, in the largest requests or a request per
 //! read ([`Ramp::Sweep`], [`Ramp::SweepReads`]), all at the first read, as an elevator does.
 //! Where the reader computes on its pages, the request holding the last page of the last read
-//! is cut into a shrinking tail ([`Oracle::taper`]), so the reader waits at the end for one page,
+//! is cut into a shrinking tail, so the reader waits at the end for one page,
 //! not a whole request.
 //!
 //! **Issuing.** Runs go to the device in the order of the first read that needs them (one
@@ -66,11 +66,12 @@ pub struct Need {
 pub struct OracleSettings {
     /// The cache's capacity in pages.
     pub cache_pages: u64,
-    /// Pages it may hold read and not yet used (the readahead budget the policies share);
-    /// where not everything fits in the cache, also how far ahead of a read it issues a
-    /// request, counted in pages read or touched (the cache's LRU clock). The cache less this
-    /// is how long a page it reads stays cached by that count.
+    /// Pages it may hold read and not yet used (the readahead budget the policies share).
     pub budget_pages: u64,
+    /// Where not everything fits in the cache: how far ahead of a read it issues a request,
+    /// counted in pages read or touched (the cache's LRU clock). The cache less this is how
+    /// long a page it reads is counted on to stay cached by that count.
+    pub reach_pages: u64,
     /// Largest request it gathers reads into, in pages (the device's largest I/O).
     pub io_max_pages: u64,
     /// Longest gap between reads that is cheaper to read through than to skip, in pages.
@@ -81,7 +82,7 @@ pub struct OracleSettings {
     /// How requests grow from the first read.
     pub ramp: Ramp,
     /// Where the reader computes on what it reads: how long, per page, against the device's
-    /// cost per request and per page (see [`Oracle::taper`]).
+    /// cost per request and per page: the last request is cut into a shrinking tail.
     pub taper: Option<Taper>,
 }
 
@@ -121,6 +122,23 @@ pub enum Ramp {
 impl Ramp {
     /// Every ramp, in the order the simulator tries them.
     pub const ALL: [Ramp; 4] = [Ramp::Workload, Ramp::Stream, Ramp::Sweep, Ramp::SweepReads];
+
+    /// The plans the simulator plays, as (ramp, reach): every ramp; those that issue in
+    /// order of need twice, with a reach of the budget (a page stays counted on for the other
+    /// half of the cache: best where pages are read again) and of seven eighths of the cache
+    /// (best for streams, where a page is used once, soon after it arrives). The sweeps have
+    /// no reach: they run only where everything fits.
+    pub fn plans(cache_pages: u64, budget_pages: u64) -> Vec<(Ramp, u64)> {
+        let far = cache_pages - cache_pages / 8;
+        let mut plans = Vec::new();
+        for ramp in Ramp::ALL {
+            plans.push((ramp, budget_pages));
+            if matches!(ramp, Ramp::Workload | Ramp::Stream) && far > budget_pages {
+                plans.push((ramp, far));
+            }
+        }
+        plans
+    }
 }
 
 /// One device request of the plan.
@@ -187,7 +205,7 @@ impl Oracle {
         }
         Planner::new(needs, settings, false)
             .run()
-            .into_oracle(settings.budget_pages, settings.budget_pages)
+            .into_oracle(settings.budget_pages, settings.reach_pages)
     }
 
     /// The reader computes on what it reads, so the request holding the last page of the last
@@ -490,7 +508,7 @@ impl<'a> Planner<'a> {
             lifetime: if fits {
                 u64::MAX
             } else {
-                cache.saturating_sub(s.budget_pages)
+                cache.saturating_sub(s.reach_pages)
             },
             runs: Vec::new(),
             open: BTreeMap::new(),
@@ -854,6 +872,7 @@ mod tests {
         OracleSettings {
             cache_pages: 1 << 20,
             budget_pages: 1 << 19,
+            reach_pages: 1 << 19,
             io_max_pages: 32,
             gap_pages: gap,
             seek_pages: 0,
@@ -948,6 +967,7 @@ mod tests {
             OracleSettings {
                 cache_pages: 192,
                 budget_pages: 96,
+                reach_pages: 96,
                 ..settings(0)
             },
         );
