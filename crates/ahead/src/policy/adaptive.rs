@@ -53,7 +53,8 @@
 //!
 //! **Feedback.** Top-ups that find every page cached twice in a row turn the stream's
 //! readahead off (no more lookups); it comes back on after two misses within sixteen reads, so
-//! one miss among hits does not flap. Thrashing (pages evicted before use) shrinks the file's
+//! one miss among hits does not flap, or, for a forward stream, as soon as the page a read
+//! beyond its read is not cached (it ran through pages another stream read ahead). Thrashing (pages evicted before use) shrinks the file's
 //! window cap by a quarter at each report, and only then, down to where thrashing stops; eight
 //! clean top-ups regrow it by an eighth. A congested queue defers asynchronous top-ups; what the
 //! reader waits for is never deferred. A file read whole in a scrambled order (it fits in its
@@ -132,6 +133,9 @@ enum Join {
     Continues,
     InWindow,
     Repeats,
+    /// A forward stream's reader skipped ahead past what was read ahead (a columnar scan, a
+    /// reader seeking over what it does not need): the same stream, its window kept.
+    Skips,
     /// A second read at the distance a stride candidate saw: the stride is confirmed.
     StrideConfirms,
     /// A first read at some distance from this stream's last: maybe a stride. It starts a new
@@ -157,6 +161,13 @@ struct Stream {
     delta: i64,
     /// Forward: pages of gap read through.
     skip: u64,
+    /// Forward: first page of the run of reads since the last skip ahead, and the run and skip
+    /// the last skip made (`period_seen` times in a row): once the same twice, readahead
+    /// follows it, stopping at each run's end and going on after the skip.
+    run_start: u64,
+    period_run: u64,
+    period_skip: u64,
+    period_seen: u8,
     /// Reads that continued the stream.
     run: u32,
     /// Pages the stream's reads covered.
@@ -170,9 +181,6 @@ struct Stream {
     idle_topups: u8,
     misses: u8,
     since_miss: u32,
-    /// Pages charged as lost when the reader left this stream for a new one (refunded if it
-    /// comes back).
-    charged: u64,
 }
 
 impl Stream {
@@ -186,6 +194,10 @@ impl Stream {
         record: 0,
         delta: 0,
         skip: 0,
+        run_start: 0,
+        period_run: 0,
+        period_skip: 0,
+        period_seen: 0,
         run: 0,
         used: 0,
         frontier: 0,
@@ -194,7 +206,6 @@ impl Stream {
         idle_topups: 0,
         misses: 0,
         since_miss: 0,
-        charged: 0,
     };
 
     fn confirmed(&self) -> bool {
@@ -218,6 +229,38 @@ impl Stream {
         }
         let span = self.frontier as i64 - self.first as i64;
         (span / self.delta - 1).max(0) as u64
+    }
+
+    /// Forward: the reader skipped ahead to `s`: the run it ended and the skip, counted if
+    /// the same as the last. Only a run of several reads, no shorter than the skip, counts:
+    /// readers taking turns over one file, or records with small gaps between them, also jump
+    /// ahead within what was read ahead, and are better served by reading through.
+    fn note_skip(&mut self, s: u64) {
+        let (run, skip) = (self.reach - self.run_start, s - self.reach);
+        if run < skip.max(4 * self.record) {
+            self.period_seen = 0;
+        } else if (run, skip) == (self.period_run, self.period_skip) {
+            self.period_seen = self.period_seen.saturating_add(1);
+        } else {
+            (self.period_run, self.period_skip, self.period_seen) = (run, skip, 1);
+        }
+        self.run_start = s;
+    }
+
+    /// Forward: where a window of `pages` from `from` goes once the stream's runs and skips
+    /// repeat: past the skip if `from` falls in one, and no further than its run's end.
+    fn follow_period(&self, from: u64, pages: u64) -> (u64, u64) {
+        if self.period_seen < 2 || self.period_run == 0 || from < self.run_start {
+            return (from, pages);
+        }
+        let period = self.period_run + self.period_skip;
+        let off = (from - self.run_start) % period;
+        let (from, off) = if off >= self.period_run {
+            (from + period - off, 0)
+        } else {
+            (from, off)
+        };
+        (from, pages.min(self.period_run - off).max(1))
     }
 
     /// How `(s, e)` relates to this stream, if at all, at read number `now`.
@@ -281,6 +324,14 @@ impl Stream {
                 return Some(Join::InWindow);
             }
             _ => {}
+        }
+        // A skip ahead by a stream that has shown itself sequential is no sign of random reads:
+        // up to four windows (or records) or half of what it has read, it goes on.
+        if self.shape == Shape::Forward && self.run >= 2 && recent && s > self.reach + self.skip {
+            let limit = (4 * self.window.max(self.record)).max(self.used / 2);
+            if s - self.reach <= limit {
+                return Some(Join::Skips);
+            }
         }
         if self.shape == Shape::Unknown || (self.shape == Shape::Forward && self.run == 0) {
             let d = s as i64 - self.first as i64;
@@ -444,8 +495,6 @@ impl Adaptive {
         }
     }
 
-    /// The reader left the stream it was in for a new one: charge what that stream has ahead
-    /// as lost now, rather than when its slot is reused (refunded if it continues).
     /// Whether another stream's last read lies in what stream `i` read ahead: another reader
     /// is using those pages (threads sharing the file), so leaving them is no loss.
     fn ahead_read_by_others(&self, i: usize) -> bool {
@@ -461,20 +510,6 @@ impl Adaptive {
                 .iter()
                 .enumerate()
                 .any(|(j, o)| j != i && o.live && o.first < hi && o.end > lo)
-    }
-
-    fn charge_left_behind(&mut self) {
-        let st = self.streams[self.last];
-        if st.live
-            && st.confirmed()
-            && !st.cached
-            && st.charged == 0
-            && !self.ahead_read_by_others(self.last)
-        {
-            let ahead = st.ahead_pages();
-            self.streams[self.last].charged = ahead;
-            self.account(0, ahead);
-        }
     }
 
     /// Account pages read ahead (`issued`) and pages lost, and decide whether to bet less.
@@ -845,6 +880,8 @@ impl Adaptive {
             } else {
                 (e - s).max(window)
             };
+            // No further than the run's end, where runs and skips repeat.
+            let pages = st.follow_period(s, pages).1.max(e - s);
             st.frontier = s + pages;
             st.window = window;
             let started = self.issue(ctx, IoKind::Sync, s, pages, e - s);
@@ -870,13 +907,13 @@ impl Adaptive {
             if st.window > 0 {
                 window = Self::next_window(st, caps.window, self.sequential, rc);
             }
-            let from = st.frontier;
-            st.frontier += window;
+            let (from, pages) = st.follow_period(st.frontier, window);
+            st.frontier = from + pages;
             st.window = window;
             if from >= self.limit.min(ctx.file_pages()) {
                 break;
             }
-            started += self.issue(ctx, IoKind::Ahead, from, window, 0);
+            started += self.issue(ctx, IoKind::Ahead, from, pages, 0);
         }
         started
     }
@@ -1045,6 +1082,10 @@ impl Adaptive {
             }
             Join::InWindow => {
                 if st.shape == Shape::Forward {
+                    if s > st.reach + st.skip {
+                        // A skip ahead within what was read ahead: a run and a skip.
+                        st.note_skip(s);
+                    }
                     st.reach = st.reach.max(e);
                 } else {
                     st.reach = st.reach.min(s);
@@ -1053,6 +1094,12 @@ impl Adaptive {
                 st.run += 1;
             }
             Join::Repeats => {}
+            Join::Skips => {
+                st.note_skip(s);
+                st.reach = e;
+                st.run += 1;
+                st.used += len;
+            }
             Join::StrideConfirms => {
                 // Third read at the same distance: a stride, or a gap to read through.
                 let d = st.delta;
@@ -1090,7 +1137,7 @@ impl Adaptive {
     fn start_stream(&mut self, s: u64, e: u64, ctx: &dyn RaContext) -> usize {
         let i = self.free_slot();
         let victim = self.streams[i];
-        if victim.live && !victim.cached && victim.charged == 0 && !self.ahead_read_by_others(i) {
+        if victim.live && !victim.cached && !self.ahead_read_by_others(i) {
             // Whatever it had ahead is lost: its reader never came back for it.
             self.account(0, victim.ahead_pages());
         }
@@ -1103,6 +1150,7 @@ impl Adaptive {
         st.frontier = e;
         st.record = e - s;
         st.used = e - s;
+        st.run_start = s;
         // Forward at once: the file's start, a sequential hint, or cached pages just before
         // (a stream this state lost track of: the kernel's context readahead).
         let context = s >= CONTEXT_PAGES && (s - CONTEXT_PAGES..s).all(|p| ctx.is_cached(p));
@@ -1126,7 +1174,12 @@ impl Adaptive {
             st.misses += 1;
             st.since_miss = 0;
         }
-        if st.misses >= CACHED_ON_MISSES {
+        // A forward stream that reads towards pages nobody brought in (it ran through pages
+        // another stream read ahead, the next run of a merge) turns back on before it misses.
+        let ahead = e.saturating_add(st.record);
+        let runs_out =
+            st.shape == Shape::Forward && ahead < ctx.file_pages() && !ctx.is_cached(ahead);
+        if st.misses >= CACHED_ON_MISSES || runs_out {
             st.cached = false;
             st.idle_topups = 0;
             st.frontier = match st.shape {
@@ -1152,14 +1205,8 @@ impl Policy for Adaptive {
         self.tick += 1;
         let (s, e) = (read.first_page(), read.end_page());
         let found = self.find(s, e);
-        // A read that starts a new stream on pages not yet read means its reader left the
-        // stream it was in. On pages already read ahead it is only another reader's turn
-        // (threads sharing the file), and nothing was abandoned.
         self.file_fits = ctx.file_pages() <= ctx.readahead_budget();
         if matches!(found, None | Some((_, Join::StrideCandidate))) {
-            if !ctx.is_cached(s) {
-                self.charge_left_behind();
-            }
             self.note_jump(ctx.is_cached(s));
             // Reads in random order go back as often as forward; a pattern that only ever goes
             // forward (a stride, runs with skips) is not random, however its reads join. So the
@@ -1184,8 +1231,6 @@ impl Policy for Adaptive {
                 i
             }
             Some((i, join)) => {
-                let refund = std::mem::take(&mut self.streams[i].charged);
-                self.ahead_lost = self.ahead_lost.saturating_sub(refund);
                 self.advance(i, join, s, e);
                 i
             }
