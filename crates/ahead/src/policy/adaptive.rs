@@ -637,8 +637,9 @@ impl Adaptive {
         self.file_fits && self.jumps_onto_cached >= 8 && self.jumps_onto_cached * 32 >= self.jumps
     }
 
-    /// The most stream `st` may have ahead: what it has shown (twice its pages so far; 1/128
-    /// of them for a stride, or for any stream where betting has not paid), within `cap`.
+    /// The most stream `st` may have ahead: what it has shown (four times its pages so far, or
+    /// one request's cost if more; 1/128 of them for a stride, or for any stream where betting
+    /// has not paid), within `cap`.
     fn bet(&self, st: &Stream, cap: u64) -> u64 {
         // A forward stream under a sequential hint has the application's word for it.
         if (self.sequential || self.read_whole()) && st.shape == Shape::Forward {
@@ -649,7 +650,9 @@ impl Adaptive {
         } else if self.conservative {
             st.used / STRIDE_BET
         } else {
-            4 * st.used.max(st.record)
+            // No smaller than what one request costs the device: a smaller window would cost
+            // more than its pages are worth.
+            (4 * st.used.max(st.record)).max(self.request_cost)
         };
         cap.min(shown)
     }
@@ -703,7 +706,8 @@ impl Adaptive {
     /// (or, where a request costs the device more than that window's transfer, a seek's or a
     /// queue slot's worth of pages four times over, so a request's cost is amortized), within
     /// half the file's budget shared among its streams, and the cap thrashing left. The lead
-    /// follows the device (what it needs in flight) within the rest of that share.
+    /// follows the device (what it needs in flight) within the rest of three quarters of that
+    /// share.
     fn stream_caps(&self, ctx: &dyn RaContext) -> Caps {
         let share = (ctx.readahead_budget() / self.active_streams()).max(1);
         let window = self
@@ -712,8 +716,14 @@ impl Adaptive {
             .min(share / 2)
             .min(self.thrash_cap)
             .max(1);
-        // A top-up brings in a window when less than the lead is ahead: both within the share.
-        let lead = (share - window).min(self.thrash_cap).max(window);
+        // A top-up brings in a window when less than the lead is ahead: both within three
+        // quarters of the share. (A page read ahead is passed in the cache's LRU order by what
+        // comes in after it and by what the reader touches before it, twice what is ahead: a
+        // full share would have the cache evict it at the margin.)
+        let lead = (share * 3 / 4)
+            .saturating_sub(window)
+            .min(self.thrash_cap)
+            .max(window);
         Caps { window, lead }
     }
 
@@ -1064,6 +1074,9 @@ impl Adaptive {
                         if st.shape == Shape::Unknown {
                             st.frontier = st.frontier.max(st.reach);
                         }
+                        // A gap read through is the stream's as much as the read: its pages
+                        // count towards what the stream has shown.
+                        st.used += s.saturating_sub(st.reach);
                         st.shape = Shape::Forward;
                         st.reach = e;
                     }

@@ -22,7 +22,8 @@
 //! more (contiguous commands pay one seek). A run's limit grows on a ramp from the first read:
 //! the pages the plan has read so far ([`Ramp::Workload`]) or twice those just before it in
 //! its file ([`Ramp::Stream`]), so the reader starts on small requests while larger ones
-//! follow; a read longer than its limit is split. Where everything fits, the sweeps read every
+//! follow, or none at all ([`Ramp::Full`], where every request costs a seek); a read longer
+//! than its limit is split. Where everything fits, the sweeps read every
 //! page any read needs in file order with no ramp, in the largest requests or a request per
 //! read ([`Ramp::Sweep`], [`Ramp::SweepReads`]), all at the first read, as an elevator does.
 //! Where the reader computes on its pages, the request holding the last page of the last read
@@ -109,6 +110,9 @@ pub enum Ramp {
     /// warms up on its own, as a readahead window does (best when many streams start at once
     /// and the reader is waiting for the first page of each).
     Stream,
+    /// No ramp: every request may be the largest from the first (best where each request
+    /// costs a seek, and starting small costs more seeks than it saves).
+    Full,
     /// No order of need at all where everything fits: every page any read needs (and the gaps
     /// worth reading through) in file order, the largest requests, all issued at the first
     /// read, as an elevator sweeps (best where seeks cost most). Where it does not fit, as
@@ -121,7 +125,13 @@ pub enum Ramp {
 
 impl Ramp {
     /// Every ramp, in the order the simulator tries them.
-    pub const ALL: [Ramp; 4] = [Ramp::Workload, Ramp::Stream, Ramp::Sweep, Ramp::SweepReads];
+    pub const ALL: [Ramp; 5] = [
+        Ramp::Workload,
+        Ramp::Stream,
+        Ramp::Full,
+        Ramp::Sweep,
+        Ramp::SweepReads,
+    ];
 
     /// The plans the simulator plays, as (ramp, reach): every ramp; those that issue in
     /// order of need twice, with a reach of the budget (a page stays counted on for the other
@@ -133,7 +143,7 @@ impl Ramp {
         let mut plans = Vec::new();
         for ramp in Ramp::ALL {
             plans.push((ramp, budget_pages));
-            if matches!(ramp, Ramp::Workload | Ramp::Stream) && far > budget_pages {
+            if matches!(ramp, Ramp::Workload | Ramp::Stream | Ramp::Full) && far > budget_pages {
                 plans.push((ramp, far));
             }
         }
@@ -774,6 +784,7 @@ impl<'a> Planner<'a> {
                 let i = self.runs.len();
                 let grown = match self.ramp {
                     Ramp::Workload | Ramp::Sweep | Ramp::SweepReads => self.inserted,
+                    Ramp::Full => u64::MAX,
                     Ramp::Stream => 2 * self.cached_before(f, start).max(1),
                 };
                 let limit = self.run_max.min(grown).max(1);
