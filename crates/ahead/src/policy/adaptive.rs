@@ -79,7 +79,8 @@
 //! that landed on them earned less than half what they cost, and tries again only when random
 //! reads have doubled.
 //!
-//! **Hints.** Sequential: new streams are forward from their first read, with full windows.
+//! **Hints.** Sequential: new streams are forward from their first read, their first window
+//! four times the unhinted guess.
 //! Random: no readahead at all. Will-need: the range is read ahead, no stream is disturbed.
 //! Don't-need: streams whose window covered the range will fetch it again if they get there.
 //! Limit: nothing at or past the page is ever read ahead (Lustre's lock extent in the 2004
@@ -430,6 +431,35 @@ struct Caps {
     lead: u64,
 }
 
+/// What sizes a stream's next window: the device's costs and the application's hint.
+#[derive(Clone, Copy, Debug)]
+struct Sizing {
+    request_cost: u64,
+    miss_cost: u64,
+    sequential: bool,
+}
+
+impl Sizing {
+    /// Grow a stream's window for its next top-up. The first is sized from the read, but no
+    /// smaller than what one request costs the device (`floor`, a seek's worth of pages on a
+    /// disk), so no window pays more for its request than for its pages.
+    fn next_window(self, st: &Stream, cap: u64) -> u64 {
+        let floor = self.request_cost;
+        if st.window == 0 && self.sequential {
+            // The application's word: a window four times the usual first, or what a miss
+            // costs its reader if more (one round trip to an object store), the ramp after.
+            (4 * get_init_ra_size(st.record.max(1), cap))
+                .max(floor)
+                .max(self.miss_cost)
+                .min(cap)
+        } else if st.window == 0 {
+            get_init_ra_size(st.record.max(1), cap).max(floor.min(cap))
+        } else {
+            get_next_ra_size(st.window, cap).min(cap)
+        }
+    }
+}
+
 /// The adaptive policy's per-open-file state. See the module comment.
 #[derive(Debug)]
 pub struct Adaptive {
@@ -492,6 +522,14 @@ impl Adaptive {
             jumps: 0,
             jumps_onto_cached: 0,
             spec: Speculation::OFF,
+        }
+    }
+
+    fn sizing(&self) -> Sizing {
+        Sizing {
+            request_cost: self.request_cost,
+            miss_cost: self.miss_cost,
+            sequential: self.sequential,
         }
     }
 
@@ -650,9 +688,18 @@ impl Adaptive {
         } else if self.conservative {
             st.used / STRIDE_BET
         } else {
-            // No smaller than what one request costs the device: a smaller window would cost
-            // more than its pages are worth.
-            (4 * st.used.max(st.record)).max(self.request_cost)
+            // No smaller than what one request costs the device (a smaller window would cost
+            // more than its pages are worth), or, once a stream has continued, than what a miss
+            // costs its reader (on an object store, a round trip's worth of bandwidth: ramping
+            // up from less would pay a round trip per doubling), where it is the file's one
+            // stream (many streams ramp as usual: their windows together must fit the cache).
+            // Continued twice: two reads in a row can be chance among random ones.
+            let floor = if st.run >= 2 && self.active_streams() == 1 {
+                self.miss_cost
+            } else {
+                self.request_cost
+            };
+            (4 * st.used.max(st.record)).max(floor)
         };
         cap.min(shown)
     }
@@ -838,19 +885,6 @@ impl Adaptive {
         }
     }
 
-    /// Grow a stream's window for its next top-up. The first is sized from the read, but no
-    /// smaller than what one request costs the device (`floor`, a seek's worth of pages on a
-    /// disk), so no window pays more for its request than for its pages.
-    fn next_window(st: &Stream, cap: u64, sequential: bool, floor: u64) -> u64 {
-        if st.window == 0 && sequential {
-            cap
-        } else if st.window == 0 {
-            get_init_ra_size(st.record.max(1), cap).max(floor.min(cap))
-        } else {
-            get_next_ra_size(st.window, cap).min(cap)
-        }
-    }
-
     fn top_up_forward(
         &mut self,
         i: usize,
@@ -860,13 +894,19 @@ impl Adaptive {
         missed: bool,
         ctx: &mut dyn RaContext,
     ) -> Option<u64> {
-        let (dl, rc) = (self.device_lead, self.request_cost);
+        let (dl, sz) = (self.device_lead, self.sizing());
         let st = &mut self.streams[i];
         if st.frontier < st.reach {
             st.frontier = st.reach;
         }
-        let window = Self::next_window(st, caps.window, self.sequential, rc);
-        let need = lead(window, dl, caps.lead);
+        let window = sz.next_window(st, caps.window);
+        // The marker: the next window starts when less than the lead for the window out now
+        // is ahead (its first page reached), not the lead the next, larger window will want.
+        let need = lead(
+            if st.window > 0 { st.window } else { window },
+            dl,
+            caps.lead,
+        );
         if !missed && st.frontier - st.reach >= need {
             return None; // the marker is still ahead of the reader
         }
@@ -877,8 +917,10 @@ impl Adaptive {
             if st.frontier > e {
                 return Some(self.issue(ctx, IoKind::Sync, s, e - s, e - s));
             }
-            // A sequential hint is the application's word for what a run would prove.
-            let proven = st.run > 0 || self.sequential;
+            // The lead waits for the stream to continue, hinted or not: many files opened at
+            // once with the hint (a merge) would each put their whole lead ahead of the next
+            // file's first read.
+            let proven = st.run > 0;
             // A guess brings in one window counted from the read, or, when the memory budget
             // has shrunk the window to no more than the read (many files sharing the cache),
             // one window past it: else the guess would be no bet at all, and the next read
@@ -906,7 +948,7 @@ impl Adaptive {
 
     /// Start windows ahead of forward stream `i` until `lead` pages are ahead of its reader.
     fn lead_loop(&mut self, i: usize, window: u64, caps: Caps, ctx: &mut dyn RaContext) -> u64 {
-        let (dl, rc) = (self.device_lead, self.request_cost);
+        let (dl, sz) = (self.device_lead, self.sizing());
         let mut window = window;
         let mut started = 0;
         loop {
@@ -915,7 +957,7 @@ impl Adaptive {
                 break;
             }
             if st.window > 0 {
-                window = Self::next_window(st, caps.window, self.sequential, rc);
+                window = sz.next_window(st, caps.window);
             }
             let (from, pages) = st.follow_period(st.frontier, window);
             st.frontier = from + pages;
@@ -937,12 +979,12 @@ impl Adaptive {
         missed: bool,
         ctx: &mut dyn RaContext,
     ) -> Option<u64> {
-        let (dl, rc) = (self.device_lead, self.request_cost);
+        let (dl, sz) = (self.device_lead, self.sizing());
         let st = &mut self.streams[i];
         if st.frontier > st.reach || st.window == 0 {
             st.frontier = st.reach;
         }
-        let window = Self::next_window(st, caps.window, self.sequential, rc);
+        let window = sz.next_window(st, caps.window);
         let need = lead(window, dl, caps.lead);
         if !missed && st.reach - st.frontier >= need {
             return None;
@@ -960,7 +1002,7 @@ impl Adaptive {
                 break;
             }
             if st.window > 0 {
-                window = Self::next_window(st, caps.window, self.sequential, rc);
+                window = sz.next_window(st, caps.window);
             }
             let from = st.frontier.saturating_sub(window);
             let pages = st.frontier - from;
@@ -1293,15 +1335,9 @@ impl Policy for Adaptive {
 
     fn on_device(&mut self, estimate: DeviceEstimate) {
         self.device_lead = estimate.inflight_pages();
-        // The estimate's latency is that of a largest request: less that request's transfer
-        // (at least its overhead), plus the overhead, is what a small miss costs.
-        let transfer_ns = (self.io_max * crate::units::PAGE_SIZE) as u128 * 1_000_000_000
-            / estimate.bytes_per_sec.max(1) as u128;
-        let small = (estimate.latency_ns as u128)
-            .saturating_sub(transfer_ns)
-            .max(estimate.request_overhead_ns as u128) as u64;
+        // A small miss costs its reader the latency and the request.
         self.miss_cost = DeviceEstimate {
-            latency_ns: small + estimate.request_overhead_ns,
+            latency_ns: estimate.latency_ns + estimate.request_overhead_ns,
             ..estimate
         }
         .inflight_pages();

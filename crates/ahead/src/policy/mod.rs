@@ -221,11 +221,11 @@ pub trait RaContext {
 }
 
 /// What the driver has measured of the device, passed to policies as plain numbers (a policy
-/// never reads a clock): how long one request of the largest size takes from submission to
-/// completion, and the bandwidth the device streams at with such requests.
+/// never reads a clock): how long a request waits for its first byte, the bandwidth the device
+/// streams at with requests of the largest size, and what one more request costs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeviceEstimate {
-    /// Time from submitting one largest-size request to its data being in memory, in ns.
+    /// Time from submitting a request to its first byte, its transfer not counted, in ns.
     pub latency_ns: u64,
     /// Sustained read bandwidth, in bytes per second.
     pub bytes_per_sec: u64,
@@ -234,7 +234,8 @@ pub struct DeviceEstimate {
 }
 
 impl DeviceEstimate {
-    /// Pages that must be in flight to keep the device busy: latency x bandwidth, rounded up.
+    /// Pages that must be in flight beyond the request being transferred to keep the device
+    /// busy: latency x bandwidth, rounded up.
     pub fn inflight_pages(&self) -> u64 {
         let bytes = self.latency_ns as u128 * self.bytes_per_sec as u128 / 1_000_000_000;
         (bytes as u64).div_ceil(crate::units::PAGE_SIZE).max(1)

@@ -94,11 +94,11 @@ impl DeviceModel {
 
 impl DeviceModel {
     /// What a driver measuring this device would tell a policy, for requests of `io_pages`
-    /// pages: one request's latency, the bandwidth at that size, and the per-request overhead.
+    /// pages: a request's latency to its first byte (its transfer not counted, as the engine
+    /// measures it), the bandwidth at that size, and the per-request overhead.
     pub fn estimate(&self, io_pages: u64) -> crate::policy::DeviceEstimate {
         let io_pages = io_pages.max(1);
-        let bytes = (io_pages * crate::units::PAGE_SIZE) as f64;
-        let latency_us = self.latency_us + self.per_request_us + bytes / self.bandwidth_mb_s;
+        let latency_us = self.latency_us + self.per_request_us;
         crate::policy::DeviceEstimate {
             latency_ns: (latency_us * 1000.0) as u64,
             bytes_per_sec: (self.streaming_mb_s(io_pages) * 1e6) as u64,
