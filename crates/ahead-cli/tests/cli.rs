@@ -658,8 +658,55 @@ fn bench_runs_contenders_side_by_side_and_writes_json() {
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
     assert!(v["machine"]["cpus"].as_u64().unwrap() >= 1);
     let results = v["results"].as_array().unwrap();
+    // The device's sequential sweep: 1, 4 and 8 MiB (and max_sectors_kb) x QD 8, 16, 32, each
+    // run every repeat; the ceiling is the best median, named.
+    let sweep: Vec<&serde_json::Value> = results
+        .iter()
+        .filter(|r| r["pattern"] == "device-seq")
+        .collect();
+    assert!(sweep.len() >= 9, "{sweep:?}");
+    for qd in [8, 16, 32] {
+        for mib in [1, 4, 8] {
+            let name = format!("{mib} MiB x QD{qd}");
+            let r = sweep
+                .iter()
+                .find(|r| r["contender"] == name.as_str())
+                .unwrap_or_else(|| panic!("{name} missing from the sweep"));
+            assert_eq!(r["runs"].as_array().unwrap().len(), 2);
+        }
+    }
+    let best = sweep
+        .iter()
+        .map(|r| r["mb_per_s"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    let ceiling = &v["device_ceilings"]["sequential"];
+    assert_eq!(ceiling[1].as_f64().unwrap(), best, "{ceiling}");
+    let seq = results
+        .iter()
+        .find(|r| r["pattern"] == "seq-1m" && r["contender"] == "kernel")
+        .unwrap();
+    let ratio = seq["vs_device"].as_f64().unwrap();
+    assert!((ratio - seq["mb_per_s"].as_f64().unwrap() / best).abs() < 1e-9);
+    assert!(seq["device_ceiling"]
+        .as_str()
+        .unwrap()
+        .starts_with("sequential"));
+    // random-4k is held to its random ceiling, measured beside its contenders.
+    let random = results
+        .iter()
+        .find(|r| r["pattern"] == "random-4k" && r["contender"] == "device")
+        .expect("random ceiling");
+    assert_eq!(random["runs"].as_array().unwrap().len(), 2);
+    let r4k = results
+        .iter()
+        .find(|r| r["pattern"] == "random-4k" && r["contender"] == "kernel")
+        .unwrap();
+    assert!(r4k["device_ceiling"]
+        .as_str()
+        .unwrap()
+        .starts_with("random 4 KiB x QD32"));
     for pattern in ["seq-1m", "random-4k"] {
-        for contender in ["kernel", "direct", "ahead:adaptive", "device"] {
+        for contender in ["kernel", "direct", "ahead:adaptive"] {
             let r = results
                 .iter()
                 .find(|r| r["pattern"] == pattern && r["contender"] == contender)

@@ -36,6 +36,7 @@ pub const PATTERNS: &[&str] = &[
     "interleave-16",
     "tiobench",
     "random-4k-qd32",
+    "random-4k-buffered",
     "nfiles",
     "overlap",
     "paper",
@@ -80,6 +81,9 @@ pub struct Run {
     /// For `overlap`: the compute rate and the bounds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overlap: Option<serde_json::Value>,
+    /// For `random-4k-buffered`: context switches the run made (all the process's threads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_switches: Option<u64>,
 }
 
 /// A pattern x contender, over the repeats.
@@ -98,7 +102,11 @@ pub struct Row {
     pub wasted_pages: Option<u64>,
     pub requests: u64,
     pub vs_kernel: Option<f64>,
+    /// Over the pattern's device ceiling (`device_ceiling`): none for warm patterns.
     pub vs_device: Option<f64>,
+    /// The ceiling `vs_device` is over: the sequential sweep's best, or the random one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_ceiling: Option<String>,
     pub runs: Vec<Run>,
 }
 
@@ -283,20 +291,6 @@ fn run_one(
     let disk = DiskStat::for_path(&plan.file);
     let size = plan.size;
     let mut touched = Touched::new(size);
-    if *contender == Contender::Device {
-        let (d0, cpu0) = (disk.read(), cpu_seconds());
-        let r =
-            raw::streaming(&plan.file, 1 << 20, 8, size, plan.cap).map_err(|e| e.to_string())?;
-        touched.mark(0, r.bytes);
-        return Ok(finish(
-            (r.bytes, r.reads, r.latencies),
-            r.elapsed,
-            cpu_seconds() - cpu0,
-            d0,
-            disk.read(),
-            &touched,
-        ));
-    }
     let source = Source::open(contender, &plan.file, &plan.engine).map_err(|e| e.to_string())?;
     if pattern == "reread-4k" {
         // Bring it in, unmeasured; then the measured pass.
@@ -337,7 +331,7 @@ fn run_one(
         }
         "tiobench" => {
             touched = Touched::untracked();
-            tiobench(&source, size, plan.cap)?
+            tiobench(&source, size, plan.cap, size)?
         }
         p => {
             let max = if p.starts_with("random") {
@@ -393,6 +387,7 @@ fn finish(
         p99_us: percentile(&mut lat, 0.99),
         sim_requests: None,
         overlap: None,
+        context_switches: None,
     }
 }
 
@@ -436,13 +431,17 @@ fn interleave(source: &Source, size: u64, threads: u64, cap: Duration) -> Result
 }
 
 /// tiobench's random read test as in the 2004 thread's tables: random 16 KiB and 512 KiB reads
-/// by 1, 4, 16 and 64 threads, each for a quarter of the cap; the total.
-fn tiobench(source: &Source, size: u64, cap: Duration) -> Result<Measured, String> {
+/// by 1, 4, 16 and 64 threads, each for an eighth of the cap; the total.
+fn tiobench(source: &Source, size: u64, cap: Duration, max_bytes: u64) -> Result<Measured, String> {
     let (mut b, mut n, mut lat) = (0u64, 0u64, Vec::new());
+    // Reads stop at `max_bytes` in all (the file's size: a cold run that has read that much of a
+    // file it may have cached whole would go on measuring memory, not the device).
+    let total = AtomicU64::new(0);
     for bs in [16u64 << 10, 512 << 10] {
         for threads in [1u64, 4, 16, 64] {
             let deadline = Instant::now() + cap / 8;
             let units = size / bs;
+            let total = &total;
             let results: Vec<Result<Measured, String>> = std::thread::scope(|s| {
                 let hs: Vec<_> = (0..threads)
                     .map(|t| {
@@ -451,7 +450,9 @@ fn tiobench(source: &Source, size: u64, cap: Duration) -> Result<Measured, Strin
                             let mut scratch = Aligned::new(bs as usize + 8192);
                             let mut rng = ahead::pattern::SplitMix64((t + 1) ^ bs);
                             let (mut b, mut n, mut lat) = (0u64, 0u64, Vec::new());
-                            while Instant::now() < deadline {
+                            while Instant::now() < deadline
+                                && total.fetch_add(bs, Ordering::Relaxed) < max_bytes
+                            {
                                 let t0 = Instant::now();
                                 let got = source
                                     .read_at(&mut buf, rng.below(units) * bs, &mut scratch)
@@ -482,35 +483,99 @@ pub struct Outcome {
     pub rows: Vec<Row>,
     pub notes: Vec<String>,
     pub machine: serde_json::Value,
+    /// The device's ceilings the ratios are over (see [`Ceilings`]).
+    pub ceilings: Ceilings,
     /// The requests of one engine run (the first `ahead:` run of the first pattern), for the
     /// windows picture: its label and its log.
     pub windows: Option<(String, Vec<ahead::engine::RequestRecord>)>,
 }
 
-/// Run the plan.
+/// The patterns read at random, held to the random ceiling: the same reads at random offsets,
+/// `O_DIRECT`, 32 in flight (tiobench's two sizes for half the time each).
+fn random_phases(pattern: &str) -> Option<&'static [(usize, f64)]> {
+    match pattern {
+        "random-4k" => Some(&[(4096, 1.0)]),
+        "random-mix" => Some(&[(16 << 10, 1.0)]),
+        "tiobench" => Some(&[(16 << 10, 0.5), (512 << 10, 0.5)]),
+        _ => None,
+    }
+}
+
+/// Patterns whose rows have no device ratio: the warm one, and those that are experiments of
+/// their own (their rows are methods or counts, not contenders on one pattern).
+fn no_device_ratio(pattern: &str) -> bool {
+    pattern == "reread-4k"
+        || pattern.starts_with("random-4k-qd32")
+        || pattern.starts_with("random-4k-buffered")
+        || pattern.starts_with("nfiles")
+        || pattern.starts_with("overlap")
+        || pattern.starts_with("paper")
+}
+
+/// The sequential sweep's row name.
+const DEVICE_SEQ: &str = "device-seq";
+
+fn push(runs: &mut Vec<(String, String, Run)>, p: &str, c: &str, r: Run) {
+    runs.push((p.to_string(), c.to_string(), r));
+}
+
+/// The sweep's configuration with the best median so far, if it has run.
+fn best_streaming(
+    runs: &[(String, String, Run)],
+    sweep: &[raw::Streaming],
+) -> Option<raw::Streaming> {
+    sweep
+        .iter()
+        .map(|s| {
+            let mbs: Vec<f64> = runs
+                .iter()
+                .filter(|(p, c, _)| p == DEVICE_SEQ && *c == s.name())
+                .map(|r| r.2.mb_per_s)
+                .collect();
+            (*s, median(mbs))
+        })
+        .filter(|x| x.1 > 0.0)
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|x| x.0)
+}
+
+/// Run the plan. The device's ceilings (with the `device` contender) are measured in every
+/// repeat beside the rest: the sequential sweep at the repeat's start, each random pattern's
+/// random ceiling right after its contenders.
 pub fn run(plan: &Plan) -> Result<Outcome, String> {
     let mut notes = Vec::new();
+    let special = [
+        "random-4k-qd32",
+        "random-4k-buffered",
+        "nfiles",
+        "overlap",
+        "paper",
+    ];
     let plain: Vec<&String> = plan
         .patterns
         .iter()
-        .filter(|p| {
-            !matches!(
-                p.as_str(),
-                "random-4k-qd32" | "nfiles" | "overlap" | "paper"
-            )
-        })
+        .filter(|p| !special.contains(&p.as_str()))
         .collect();
-    let total_runs = plan.repeat * plain.len() * plan.contenders.len()
-        + plan
-            .patterns
-            .iter()
-            .filter(|p| *p == "random-4k-qd32")
-            .count()
-            * plan.repeat
-            * 3
-        + plan.patterns.iter().filter(|p| *p == "overlap").count() * plan.repeat * 4
-        + plan.patterns.iter().filter(|p| *p == "nfiles").count() * plan.repeat * 6
-        + plan.patterns.iter().filter(|p| *p == "paper").count() * 7 * 4;
+    let has = |p: &str| plan.patterns.iter().any(|x| x == p);
+    let device = plan.contenders.contains(&Contender::Device);
+    let rotation: Vec<&Contender> = plan
+        .contenders
+        .iter()
+        .filter(|c| **c != Contender::Device)
+        .collect();
+    let sweep = if device {
+        raw::Streaming::sweep(ahead::kernel::capture::device_limits(&plan.file).1)
+    } else {
+        Vec::new()
+    };
+    let randoms = plain.iter().filter(|p| random_phases(p).is_some()).count();
+    let total_runs = plan.repeat * plain.len() * rotation.len()
+        + plan.repeat * (sweep.len() + if device { randoms } else { 0 })
+        + has("random-4k-qd32") as usize * plan.repeat * 3
+        + has("random-4k-buffered") as usize * plan.repeat * raw::BUFFERED_METHODS.len()
+        + has("overlap") as usize * plan.repeat * 4
+        + has("nfiles") as usize * plan.repeat * 6
+        + has("paper") as usize * 7 * 4;
     let bar = if std::io::stderr().is_terminal() {
         let b = indicatif::ProgressBar::new(total_runs as u64);
         b.set_style(
@@ -525,13 +590,39 @@ pub fn run(plan: &Plan) -> Result<Outcome, String> {
     };
     let mut runs: Vec<(String, String, Run)> = Vec::new();
     let mut windows: Option<(String, Vec<ahead::engine::RequestRecord>)> = None;
-    let mut push = |p: &str, c: &str, r: Run| runs.push((p.to_string(), c.to_string(), r));
     for rep in 0..plan.repeat {
+        // The device's sequential sweep, each configuration in turn, from a different one each
+        // repeat.
+        for k in 0..sweep.len() {
+            let s = sweep[(k + rep) % sweep.len()];
+            bar.set_message(format!("{DEVICE_SEQ} {}", s.name()));
+            let (c0, t0) = (cpu_seconds(), Instant::now());
+            let disk = DiskStat::for_path(&plan.file);
+            let d0 = disk.read();
+            match raw::streaming(&plan.file, s, plan.size, plan.cap) {
+                Ok(r) => {
+                    let mut touched = Touched::new(plan.size);
+                    touched.mark(0, r.bytes);
+                    let _ = t0;
+                    let run = finish(
+                        (r.bytes, r.reads, r.latencies),
+                        r.elapsed,
+                        cpu_seconds() - c0,
+                        d0,
+                        disk.read(),
+                        &touched,
+                    );
+                    push(&mut runs, DEVICE_SEQ, &s.name(), run);
+                }
+                Err(e) => notes.push(format!("{DEVICE_SEQ} {}: {e}", s.name())),
+            }
+            bar.inc(1);
+        }
         for p in &plain {
             // Contenders alternate: each repeat starts one further along.
-            let n = plan.contenders.len();
+            let n = rotation.len();
             for k in 0..n {
-                let c = &plan.contenders[(k + rep) % n];
+                let c = rotation[(k + rep) % n];
                 bar.set_message(format!("{p} {}", c.name()));
                 let mut log = Vec::new();
                 let record = windows.is_none() && matches!(c, Contender::Ahead(_));
@@ -540,14 +631,31 @@ pub fn run(plan: &Plan) -> Result<Outcome, String> {
                         if record {
                             windows = Some((format!("{p}, {}", c.name()), log));
                         }
-                        push(p, &c.name(), r)
+                        push(&mut runs, p, &c.name(), r)
                     }
                     Err(e) => notes.push(format!("{p} {}: {e}", c.name())),
                 }
                 bar.inc(1);
             }
+            if let Some(phases) = random_phases(p).filter(|_| device) {
+                bar.set_message(format!("{p} device"));
+                let c0 = cpu_seconds();
+                match raw::random_ceiling(&plan.file, phases, plan.size, plan.cap) {
+                    Ok(r) => {
+                        let mut run = finish_untracked(
+                            (r.bytes, r.reads, r.latencies),
+                            r.elapsed,
+                            cpu_seconds() - c0,
+                        );
+                        run.requests = r.reads;
+                        push(&mut runs, p, "device", run);
+                    }
+                    Err(e) => notes.push(format!("{p} device: {e}")),
+                }
+                bar.inc(1);
+            }
         }
-        if plan.patterns.iter().any(|p| p == "random-4k-qd32") {
+        if has("random-4k-qd32") {
             let total = (4u64 << 30) / 4096;
             for m in ["sync", "threads", "uring"] {
                 bar.set_message(format!("random-4k-qd32 {m}"));
@@ -561,48 +669,81 @@ pub fn run(plan: &Plan) -> Result<Outcome, String> {
                         );
                         run.requests = r.reads;
                         run.pages_read = r.reads;
-                        push("random-4k-qd32", m, run);
+                        push(&mut runs, "random-4k-qd32", m, run);
                     }
                     Err(e) => notes.push(format!("random-4k-qd32 {m}: {e}")),
                 }
                 bar.inc(1);
             }
         }
-        if plan.patterns.iter().any(|p| p == "overlap") {
-            if let Err(e) = overlap(plan, &mut push, &bar) {
+        if has("random-4k-buffered") {
+            for k in 0..raw::BUFFERED_METHODS.len() {
+                let m = raw::BUFFERED_METHODS[(k + rep) % raw::BUFFERED_METHODS.len()];
+                bar.set_message(format!("random-4k-buffered {m}"));
+                let (c0, x0) = (cpu_seconds(), ahead::os::context_switches());
+                match raw::random_buffered(&plan.file, m, plan.cap) {
+                    Ok(r) => {
+                        let mut run = finish_untracked(
+                            (r.bytes, r.reads, r.latencies),
+                            r.elapsed,
+                            cpu_seconds() - c0,
+                        );
+                        run.requests = r.reads;
+                        run.context_switches =
+                            Some(ahead::os::context_switches().saturating_sub(x0));
+                        push(&mut runs, "random-4k-buffered", m, run);
+                    }
+                    Err(e) => notes.push(format!("random-4k-buffered {m}: {e}")),
+                }
+                bar.inc(1);
+            }
+        }
+        if has("overlap") {
+            let best = best_streaming(&runs, &sweep);
+            if let Err(e) = overlap(plan, best, &mut |p, c, r| push(&mut runs, p, c, r), &bar) {
                 notes.push(format!("overlap: {e}"));
             }
         }
-        if plan.patterns.iter().any(|p| p == "nfiles") {
-            if let Err(e) = nfiles(plan, &mut push, &bar) {
+        if has("nfiles") {
+            if let Err(e) = nfiles(plan, &mut |p, c, r| push(&mut runs, p, c, r), &bar) {
                 notes.push(format!("nfiles: {e}"));
             }
         }
     }
-    if plan.patterns.iter().any(|p| p == "paper") {
-        if let Err(e) = paper(plan, &mut push, &bar) {
+    if has("paper") {
+        if let Err(e) = paper(plan, &mut |p, c, r| push(&mut runs, p, c, r), &bar) {
             notes.push(format!("paper: {e}"));
         }
     }
     bar.finish_and_clear();
+    let (rows, ceilings) = rows(&runs, &sweep);
+    notes.extend(yardstick_notes(&rows, &ceilings));
     Ok(Outcome {
-        rows: rows(&runs),
+        rows,
         notes,
         machine: machine(plan),
+        ceilings,
         windows,
     })
 }
 
 /// The overlap of I/O and computation (the 1996 seed): a reader that computes at `C` bytes/s on
-/// what it reads, with C a quarter of and four times the device's streaming rate D. Achieved
-/// rate against min(C, D) (perfect overlap) and 1/(1/C + 1/D) (none).
+/// what it reads, with C a quarter of and four times the device's streaming rate D (its best
+/// sequential configuration). Achieved rate against min(C, D) (perfect overlap) and
+/// 1/(1/C + 1/D) (none).
 fn overlap(
     plan: &Plan,
+    best: Option<raw::Streaming>,
     push: &mut impl FnMut(&str, &str, Run),
     bar: &indicatif::ProgressBar,
 ) -> Result<(), String> {
-    let d =
-        raw::streaming(&plan.file, 1 << 20, 8, plan.size, plan.cap).map_err(|e| e.to_string())?;
+    // D: the device's best sequential rate, measured now with the sweep's best configuration
+    // so far (or 8 MiB x QD16 without a sweep).
+    let s = best.unwrap_or(raw::Streaming {
+        bs: 8 << 20,
+        qd: 16,
+    });
+    let d = raw::streaming(&plan.file, s, plan.size, plan.cap).map_err(|e| e.to_string())?;
     let dev = d.bytes as f64 / d.elapsed.as_secs_f64();
     for (label, c) in [("overlap-slow", dev / 4.0), ("overlap-fast", dev * 4.0)] {
         for contender in [Contender::Kernel, Contender::Ahead("adaptive".into())] {
@@ -899,19 +1040,55 @@ fn paper(
     Ok(())
 }
 
-fn rows(runs: &[(String, String, Run)]) -> Vec<Row> {
+/// The device's ceilings measured in a run: the best median of the sequential sweep (and which
+/// configuration), and each random pattern's random ceiling.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Ceilings {
+    /// The sweep's best: its configuration and median MB/s.
+    pub sequential: Option<(String, f64)>,
+    /// Each random pattern's ceiling: (pattern, what it is, median MB/s).
+    pub random: Vec<(String, String, f64)>,
+}
+
+impl Ceilings {
+    /// The ceiling a cold `pattern`'s rows are over, named: its random one if it reads at
+    /// random, else the sequential one.
+    fn for_pattern(&self, pattern: &str) -> Option<(String, f64)> {
+        if let Some((_, name, mb)) = self.random.iter().find(|(p, _, _)| p == pattern) {
+            return Some((name.clone(), *mb));
+        }
+        if random_phases(pattern).is_some() {
+            return None;
+        }
+        self.sequential
+            .as_ref()
+            .map(|(name, mb)| (format!("sequential {name}"), *mb))
+    }
+
+    /// The most the device can give `pattern`'s reads: the better of its ceilings. (A reader
+    /// that reads a whole file in order to serve its random reads is held to the sequential
+    /// one; no cold run reads more than the file, so nothing may pass this.)
+    fn bound(&self, pattern: &str) -> Option<f64> {
+        let random = self
+            .random
+            .iter()
+            .find(|(p, _, _)| p == pattern)
+            .map(|x| x.2);
+        let seq = self.sequential.as_ref().map(|x| x.1);
+        match (random, seq) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+fn rows(runs: &[(String, String, Run)], sweep: &[raw::Streaming]) -> (Vec<Row>, Ceilings) {
     let mut keys: Vec<(String, String)> = Vec::new();
     for (p, c, _) in runs {
         if !keys.iter().any(|(a, b)| a == p && b == c) {
             keys.push((p.clone(), c.clone()));
         }
     }
-    let device: Vec<f64> = runs
-        .iter()
-        .filter(|(_, c, _)| c == "device")
-        .map(|(_, _, r)| r.mb_per_s)
-        .collect();
-    let device = (!device.is_empty()).then(|| median(device));
     let mut out: Vec<Row> = keys
         .into_iter()
         .map(|(p, c)| {
@@ -944,20 +1121,82 @@ fn rows(runs: &[(String, String, Run)]) -> Vec<Row> {
                 requests: get(|r| r.requests as f64) as u64,
                 vs_kernel: None,
                 vs_device: None,
+                device_ceiling: None,
                 runs: rs,
             }
         })
         .collect();
-    // Ratios: to `kernel` on the same pattern, to the device's streaming rate.
+    let ceilings = Ceilings {
+        sequential: sweep
+            .iter()
+            .filter_map(|s| {
+                out.iter()
+                    .find(|r| r.pattern == DEVICE_SEQ && r.contender == s.name())
+                    .map(|r| (s.name(), r.mb_per_s))
+            })
+            .filter(|x| x.1 > 0.0)
+            .max_by(|a, b| a.1.total_cmp(&b.1)),
+        random: out
+            .iter()
+            .filter(|r| r.contender == "device")
+            .filter_map(|r| {
+                let phases = random_phases(&r.pattern)?;
+                let sizes: Vec<String> = phases
+                    .iter()
+                    .map(|(bs, _)| format!("{} KiB", bs >> 10))
+                    .collect();
+                Some((
+                    r.pattern.clone(),
+                    format!("random {} x QD32", sizes.join(" + ")),
+                    r.mb_per_s,
+                ))
+            })
+            .collect(),
+    };
+    // Ratios: to `kernel` on the same pattern, and to the pattern's device ceiling.
     for i in 0..out.len() {
         let k = out
             .iter()
             .find(|r| r.pattern == out[i].pattern && r.contender == "kernel")
             .map(|r| r.mb_per_s);
         out[i].vs_kernel = k.filter(|&k| k > 0.0).map(|k| out[i].mb_per_s / k);
-        out[i].vs_device = device.filter(|&d| d > 0.0).map(|d| out[i].mb_per_s / d);
+        let ceiling = if out[i].pattern == DEVICE_SEQ {
+            ceilings
+                .sequential
+                .as_ref()
+                .map(|(n, mb)| (format!("sequential {n}"), *mb))
+        } else if no_device_ratio(&out[i].pattern) {
+            None
+        } else {
+            ceilings.for_pattern(&out[i].pattern)
+        };
+        if let Some((name, mb)) = ceiling.filter(|c| c.1 > 0.0) {
+            out[i].vs_device = Some(out[i].mb_per_s / mb);
+            out[i].device_ceiling = Some(name);
+        }
     }
-    out
+    (out, ceilings)
+}
+
+/// A ceiling is a bound: a note for every cold row whose median passes the most the device
+/// gives its pattern by more than 10% (the yardstick, not the contender, would then be wrong).
+fn yardstick_notes(rows: &[Row], ceilings: &Ceilings) -> Vec<String> {
+    rows.iter()
+        .filter(|r| !no_device_ratio(&r.pattern) && r.pattern != DEVICE_SEQ)
+        .filter_map(|r| {
+            let bound = ceilings.bound(&r.pattern)?;
+            (r.mb_per_s > 1.1 * bound).then(|| {
+                format!(
+                    "yardstick: {} {} at {:.0} MB/s is {:.2}x the most the device gave this pattern ({:.0} MB/s)",
+                    r.pattern,
+                    r.contender,
+                    r.mb_per_s,
+                    r.mb_per_s / bound,
+                    bound
+                )
+            })
+        })
+        .collect()
 }
 
 fn machine(plan: &Plan) -> serde_json::Value {
@@ -1002,6 +1241,21 @@ pub fn table(o: &Outcome) -> String {
         m["repeat"],
         m["cap_s"]
     );
+    let c = &o.ceilings;
+    if let Some((name, mb)) = &c.sequential {
+        let _ = writeln!(
+            s,
+            "device ceilings: sequential {name} {mb:.0} MB/s (the best median of the sweep below){}",
+            c.random
+                .iter()
+                .map(|(p, n, mb)| format!("; {p} {n} {mb:.0} MB/s"))
+                .collect::<String>()
+        );
+        let _ = writeln!(
+            s,
+            "x device is over the pattern's ceiling: random patterns' own, the sequential one for the rest; none for warm patterns and the experiments\n"
+        );
+    }
     let _ = writeln!(
         s,
         "{:<20} {:<20} {:>9} {:>15} {:>9} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
@@ -1045,6 +1299,25 @@ pub fn table(o: &Outcome) -> String {
                 "", r.requests
             );
         }
+        if r.runs.first().and_then(|x| x.context_switches).is_some() {
+            // Scaled to the seed's 4 GiB: wall time, CPU time and context switches.
+            let per_4g = |f: fn(&Run) -> f64| {
+                median(
+                    r.runs
+                        .iter()
+                        .map(|x| f(x) * (4u64 << 30) as f64 / x.bytes.max(1) as f64)
+                        .collect(),
+                )
+            };
+            let _ = writeln!(
+                s,
+                "{:<41} per 4 GiB: {:.1} s wall, {:.2} s CPU, {:.0} context switches",
+                "",
+                per_4g(|x| x.elapsed_s),
+                per_4g(|x| x.cpu_s),
+                per_4g(|x| x.context_switches.unwrap_or(0) as f64)
+            );
+        }
         if let Some(ov) = r.runs.first().and_then(|x| x.overlap.as_ref()) {
             let share = median(
                 r.runs
@@ -1072,7 +1345,12 @@ pub fn table(o: &Outcome) -> String {
 
 /// The JSON document.
 pub fn json(o: &Outcome) -> serde_json::Value {
-    json!({ "machine": o.machine, "results": o.rows, "notes": o.notes })
+    json!({
+        "machine": o.machine,
+        "device_ceilings": o.ceilings,
+        "results": o.rows,
+        "notes": o.notes,
+    })
 }
 
 pub use plot::{plot, windows as plot_windows};

@@ -1,7 +1,9 @@
-//! Raw `O_DIRECT` reading with no cache in between: the device's ceiling (1 MiB reads at queue
-//! depth 8), and the three ways of keeping 32 random reads in flight that the 2020 io_uring
-//! seed compares (004_0138ef365889356d.txt): one thread doing `pread`, a pool of threads doing
-//! `pread`, and io_uring.
+//! Raw reading with no cache of ahead's in between: the device's ceilings (a sweep of
+//! `O_DIRECT` sequential reads over request sizes and queue depths, and random reads at queue
+//! depth 32), the three ways of keeping 32 random reads in flight that the 2020 io_uring seed
+//! compares on `O_DIRECT` (004_0138ef365889356d.txt: one thread doing `pread`, a pool of
+//! threads, io_uring), and the seed's own experiment on buffered reads (one thread's `preadv`,
+//! io_uring forced to its worker threads, io_uring's native async buffered reads).
 
 use std::io;
 use std::os::fd::AsFd;
@@ -10,7 +12,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use io_uring::IoUring;
+use io_uring::{squeue, IoUring};
 
 use super::sources::{drop_kernel_cache, open_direct, Aligned};
 
@@ -28,30 +30,85 @@ pub fn ns_since(t: Instant) -> u32 {
     t.elapsed().as_nanos().min(u32::MAX as u128) as u32
 }
 
-/// Sequential `O_DIRECT` reads of `bs` bytes at queue depth `qd` from the start of the file,
-/// until `limit` bytes or `cap` time.
-pub fn streaming(
-    path: &Path,
-    bs: usize,
-    qd: usize,
-    limit: u64,
-    cap: Duration,
-) -> io::Result<RawRun> {
+/// `qd` buffers of `bs` bytes in huge pages where the kernel gives them (as the engine's cache
+/// is: see `AlignedBuf::huge`), every page written once: the memory is the process's before a
+/// clock starts (first touches of fresh memory cost ~3 s/GiB on this VM, which a sweep's 256 MiB
+/// of 8 MiB x 32 buffers would otherwise pay inside its run).
+fn buffers(qd: usize, bs: usize) -> Vec<Aligned> {
+    (0..qd)
+        .map(|_| {
+            let mut b = Aligned::huge(bs);
+            for page in b.as_mut_slice().chunks_mut(4096) {
+                page[0] = 1;
+            }
+            b
+        })
+        .collect()
+}
+
+/// One configuration of the device's sequential sweep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Streaming {
+    /// Bytes per read.
+    pub bs: usize,
+    /// Reads in flight.
+    pub qd: usize,
+}
+
+impl Streaming {
+    /// As the table and the JSON name it: "8 MiB x QD16".
+    pub fn name(&self) -> String {
+        let bs = if self.bs >= 1 << 20 && self.bs.is_multiple_of(1 << 20) {
+            format!("{} MiB", self.bs >> 20)
+        } else {
+            format!("{} KiB", self.bs >> 10)
+        };
+        format!("{bs} x QD{}", self.qd)
+    }
+
+    /// The sweep: 1, 4 and 8 MiB reads and the device's largest request (`max_sectors_kb`,
+    /// if it is another size), each at queue depths 8, 16 and 32.
+    pub fn sweep(max_sectors_kb: Option<u64>) -> Vec<Streaming> {
+        let mut sizes = vec![1usize << 20, 4 << 20, 8 << 20];
+        if let Some(kb) = max_sectors_kb.filter(|&kb| kb >= 4) {
+            let bs = (kb as usize) << 10;
+            if !sizes.contains(&bs) && bs <= 64 << 20 {
+                sizes.push(bs);
+            }
+        }
+        sizes.sort_unstable();
+        sizes
+            .into_iter()
+            .flat_map(|bs| [8, 16, 32].map(|qd| Streaming { bs, qd }))
+            .collect()
+    }
+}
+
+/// Sequential `O_DIRECT` reads as `s` says, from the start of the file, until `limit` bytes or
+/// `cap` time; the kernel's cached pages of the file dropped first.
+pub fn streaming(path: &Path, s: Streaming, limit: u64, cap: Duration) -> io::Result<RawRun> {
     drop_kernel_cache(path)?;
     let file = open_direct(path)?;
     let size = file.metadata()?.len().min(limit);
-    let mut ring = IoUring::new(qd as u32 * 2)?;
+    let mut ring = IoUring::new(s.qd as u32 * 2)?;
+    let bufs = buffers(s.qd, s.bs);
     let start = Instant::now();
     let mut at = 0u64;
-    let (bytes, reads, latencies) =
-        ahead::os::queue_depth_reads(&mut ring, file.as_fd(), qd, bs, start + cap, || {
+    let (bytes, reads, latencies) = ahead::os::queue_depth_reads(
+        &mut ring,
+        file.as_fd(),
+        bufs,
+        squeue::Flags::empty(),
+        start + cap,
+        || {
             if at >= size {
                 return None;
             }
-            let len = bs.min((size - at).next_multiple_of(4096) as usize);
+            let len = s.bs.min((size - at).next_multiple_of(4096) as usize);
             at += len as u64;
             Some((at - len as u64, len))
-        })?;
+        },
+    )?;
     Ok(RawRun {
         bytes,
         reads,
@@ -61,6 +118,46 @@ pub fn streaming(
 }
 
 use ahead::pattern::SplitMix64 as Rng;
+
+/// The random ceiling: `O_DIRECT` reads at random `bs`-aligned offsets, 32 in flight, for each
+/// (`bs`, share of `cap`) in turn (tiobench mixes two sizes), until `limit` bytes or the cap.
+pub fn random_ceiling(
+    path: &Path,
+    phases: &[(usize, f64)],
+    limit: u64,
+    cap: Duration,
+) -> io::Result<RawRun> {
+    drop_kernel_cache(path)?;
+    let file = open_direct(path)?;
+    let size = file.metadata()?.len();
+    let largest = phases.iter().map(|p| p.0).max().unwrap_or(4096);
+    let mut ring = IoUring::new(64)?;
+    let start = Instant::now();
+    let (mut bytes, mut reads, mut latencies) = (0u64, 0u64, Vec::new());
+    let mut rng = Rng(7);
+    for &(bs, share) in phases {
+        let bufs = buffers(32, largest);
+        let deadline = Instant::now() + cap.mul_f64(share);
+        let units = (size / bs as u64).max(1);
+        let (b, n, l) = ahead::os::queue_depth_reads(
+            &mut ring,
+            file.as_fd(),
+            bufs,
+            squeue::Flags::empty(),
+            deadline,
+            || (bytes < limit).then(|| (rng.below(units) * bs as u64, bs)),
+        )?;
+        bytes += b;
+        reads += n;
+        latencies.extend(l);
+    }
+    Ok(RawRun {
+        bytes,
+        reads,
+        elapsed: start.elapsed(),
+        latencies,
+    })
+}
 
 /// Random 4 KiB `O_DIRECT` reads for `cap` (or `total` reads), by `method`: `sync` (one thread,
 /// one read at a time), `threads` (32 threads each doing `pread`), `uring` (one thread, 32 in
@@ -128,11 +225,89 @@ pub fn random_qd32(path: &Path, method: &str, total: u64, cap: Duration) -> io::
                 .or_else(|_| IoUring::new(64))?;
             let mut rng = Rng(0);
             let mut issued = 0u64;
-            let (_, done, lat) =
-                ahead::os::queue_depth_reads(&mut ring, file.as_fd(), 32, 4096, deadline, || {
+            let (_, done, lat) = ahead::os::queue_depth_reads(
+                &mut ring,
+                file.as_fd(),
+                buffers(32, 4096),
+                squeue::Flags::empty(),
+                deadline,
+                || {
                     issued += 1;
                     (issued <= total).then(|| (rng.below(pages) * 4096, 4096))
-                })?;
+                },
+            )?;
+            latencies = lat;
+            done
+        }
+        other => return Err(io::Error::other(format!("unknown method {other}"))),
+    };
+    Ok(RawRun {
+        bytes: reads * 4096,
+        reads,
+        elapsed: start.elapsed(),
+        latencies,
+    })
+}
+
+/// How the seed-004 experiment keeps its buffered random reads going.
+pub const BUFFERED_METHODS: [&str; 3] = ["preadv", "uring-workers", "uring-async"];
+
+/// The 2020 io_uring seed's experiment (004_0138ef365889356d.txt): random 4 KiB *buffered*
+/// reads of every page of the file once (so each is a miss, as the seed's 4 GiB file was larger
+/// than its page cache could keep), 32 in flight, by `method`: `preadv` in one thread, one at a
+/// time (the seed's "preadv for comparison"); io_uring with every read sent to its worker
+/// threads (`IOSQE_ASYNC`: the 2020 "mainline" path, a worker blocking on each page lock); and
+/// io_uring's native async buffered reads (the patchset, merged in 5.9: the submitting task is
+/// woken when the page is unlocked, no worker). The kernel's cached pages of the file are
+/// dropped first; its readahead is off (`POSIX_FADV_RANDOM`), as it would find nothing to do.
+pub fn random_buffered(path: &Path, method: &str, cap: Duration) -> io::Result<RawRun> {
+    drop_kernel_cache(path)?;
+    let file = std::fs::File::open(path)?;
+    ahead::os::fadvise(file.as_fd(), 0, 0, libc::POSIX_FADV_RANDOM)?;
+    // Every page once, in a scattered order: an odd multiplier is a bijection modulo a power
+    // of two.
+    let pages = (file.metadata()?.len() / 4096).max(1);
+    let span = 1u64 << (63 - pages.leading_zeros());
+    let mut i = 0u64;
+    let mut next = move || {
+        (i < span).then(|| {
+            let p = i.wrapping_mul(0x9E37_79B9_7F4A_7C15 | 1) & (span - 1);
+            i += 1;
+            p * 4096
+        })
+    };
+    let start = Instant::now();
+    let deadline = start + cap;
+    let mut latencies = Vec::new();
+    let reads = match method {
+        "preadv" => {
+            let mut buf = vec![0u8; 4096];
+            let mut n = 0u64;
+            while Instant::now() < deadline {
+                let Some(offset) = next() else { break };
+                let t = Instant::now();
+                let mut iov = [io::IoSliceMut::new(&mut buf)];
+                ahead::os::preadv(file.as_fd(), &mut iov, offset)?;
+                latencies.push(ns_since(t));
+                n += 1;
+            }
+            n
+        }
+        "uring-workers" | "uring-async" => {
+            let flags = if method == "uring-workers" {
+                squeue::Flags::ASYNC
+            } else {
+                squeue::Flags::empty()
+            };
+            let mut ring = IoUring::new(64)?;
+            let (_, done, lat) = ahead::os::queue_depth_reads(
+                &mut ring,
+                file.as_fd(),
+                buffers(32, 4096),
+                flags,
+                deadline,
+                || next().map(|o| (o, 4096)),
+            )?;
             latencies = lat;
             done
         }

@@ -580,13 +580,18 @@ impl Adaptive {
         if block == 0 {
             return;
         }
+        // The miss brings in the aligned block around it that a miss's own cost pays for (twice
+        // its pages' worth, at most the largest block): the sweep (below) brings in the rest
+        // of the file, and a larger block would only hold the reader up on pages it does not
+        // need yet.
+        let block = (2 * self.miss_cost).next_power_of_two().min(block);
         let start = s & !(block - 1);
         let end = (start + block).max(e).min(self.limit).min(ctx.file_pages());
-        if end <= e && start == s {
-            return;
-        }
         if self.spec.swept == 0 {
             self.spec.sweep_from = end;
+        }
+        if end <= e && start == s {
+            return;
         }
         let started = self
             .issue(ctx, IoKind::Sync, start, end - start, end - start)
