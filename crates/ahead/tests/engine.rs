@@ -506,3 +506,90 @@ fn a_reader_that_catches_up_with_queued_readahead_reads_it_itself() {
         assert_eq!(s.sync_requests, 0, "{backend:?}: {s:?}");
     }
 }
+
+/// A policy that, on the file's first read, reads a window far larger than the cache ahead,
+/// and leaves every later miss to the driver: its window evicts its own first pages unused, and
+/// the reader's own reads of them are refaults. It counts what it is told of thrashing.
+struct OverreachingWindow {
+    window_pages: u64,
+    told: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl ahead::policy::Policy for OverreachingWindow {
+    fn name(&self) -> &'static str {
+        "overreaching-window"
+    }
+    fn on_read(&mut self, read: ahead::policy::AppRead, ctx: &mut dyn ahead::policy::RaContext) {
+        if read.offset.0 == 0 {
+            ctx.start_io(ahead::policy::IoRequest::ahead(1, self.window_pages));
+        }
+    }
+    fn on_thrashed(&mut self, pages: u64) {
+        self.told
+            .fetch_add(pages, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Every page a reader reads again after its readahead lost it is reported to the policy's
+/// `on_thrashed`, in the engine as in the simulator (the engine once counted a reader's own
+/// refaults in its stats but never told the policy).
+#[test]
+fn a_readers_refaults_reach_the_policy_in_the_engine_as_in_the_simulator() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let pages = 256u64;
+    let path = make_file("refaults-1m", pages * 4096);
+    let reference = std::fs::File::open(&path).unwrap();
+    // The engine: the sync backend reads ahead in the caller's thread, so the window is read
+    // (and its first pages evicted) before the reader goes on.
+    let told = Arc::new(AtomicU64::new(0));
+    let engine = engine(BackendChoice::Sync, "none", 64 * 4096);
+    let file = engine
+        .open_with(&path, |_| {
+            Box::new(OverreachingWindow {
+                window_pages: pages - 1,
+                told: told.clone(),
+            })
+        })
+        .unwrap();
+    for page in 0..pages {
+        check_read(&file, &reference, page * 4096, 4096);
+    }
+    let thrashed = engine.stats().thrashed_pages;
+    assert!(thrashed > 0, "{:?}", engine.stats());
+    assert_eq!(
+        told.load(Ordering::Relaxed),
+        thrashed,
+        "{:?}",
+        engine.stats()
+    );
+
+    // The simulator, same policy, same reads, a cache of the same 64 pages.
+    let told_sim = Arc::new(AtomicU64::new(0));
+    let config = ahead::sim::SimConfig {
+        cache_pages: 64,
+        ..Default::default()
+    };
+    let mut sim = ahead::sim::Simulator::new("none", config).unwrap();
+    let f = sim.add_file("f", ahead::units::Bytes(pages * 4096));
+    sim.open_with(
+        0,
+        f,
+        Box::new(OverreachingWindow {
+            window_pages: pages - 1,
+            told: told_sim.clone(),
+        }),
+    )
+    .unwrap();
+    for page in 0..pages {
+        sim.read(
+            0,
+            ahead::units::Bytes(page * 4096),
+            ahead::units::Bytes(4096),
+        )
+        .unwrap();
+    }
+    sim.close(0);
+    let thrashed_sim = sim.report().faithful.thrashed_pages;
+    assert!(thrashed_sim > 0);
+    assert_eq!(told_sim.load(Ordering::Relaxed), thrashed_sim);
+}

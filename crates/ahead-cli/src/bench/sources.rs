@@ -144,11 +144,10 @@ impl Source {
 
 /// The engine every `ahead:` run of a bench shares, built at its first run and again only if
 /// the settings change. One engine for the whole bench is how an application runs one (built
-/// at start, kept), and building is not cheap: its cache is mapped and registered with
-/// io_uring, which faults in the whole budget (22 s for 6 GiB on a VM whose fresh memory
-/// costs ~3 s/GiB to touch). Each run opens the file with its own policy, after the file's
-/// pages are dropped from the cache, reads still in flight from the last run finished, and
-/// the device estimate forgotten.
+/// at start, kept): its cache's memory, faulted in as the first runs fill it, is not faulted in
+/// again by every run (fresh memory costs ~3 s/GiB to touch on this VM). Each run opens the
+/// file with its own policy, after the file's pages are dropped from the cache, reads still in
+/// flight from the last run finished, and the device estimate forgotten.
 pub fn shared_engine(settings: &EngineSettings) -> io::Result<Engine> {
     static SHARED: std::sync::Mutex<Option<(EngineSettings, Engine)>> = std::sync::Mutex::new(None);
     let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());

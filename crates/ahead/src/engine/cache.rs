@@ -2,9 +2,11 @@
 //! table per file saying where each page is, and CLOCK eviction.
 //!
 //! * **Arena.** One anonymous mapping of `budget` bytes, page aligned (huge pages where the
-//!   system gives them), so every slot can be the target of an `O_DIRECT` read and the whole
-//!   arena can be registered with io_uring once. Its size is the budget: the cache can never
-//!   hold more, whatever the load.
+//!   system gives them), so every slot can be the target of an `O_DIRECT` read. Its size is the
+//!   budget: the cache can never hold more, whatever the load. It is only reserved: memory is
+//!   faulted in as slots are first used, so an engine's cost follows what it caches, not its
+//!   budget (a 6 GiB engine that reads a 100 KB file holds a few pages). The backend registers
+//!   the arena with io_uring a slab at a time, as reads first reach it (`backend/uring.rs`).
 //! * **Page tables.** Each file has a dense table, one 64-bit word per page (allocated 512
 //!   pages at a time, as they are first read): the page's state, its slot, how many of its
 //!   bytes are valid, its readahead marker and whether it was used. A page is `InFlight` (a
@@ -19,10 +21,15 @@
 //! * **Changes take a shard lock.** Claiming pages for a read, completing it, evicting, and
 //!   markers lock one of [`SHARDS`] mutexes (sixteen consecutive pages of a file share one),
 //!   whose condition variable wakes the readers waiting there.
-//! * **Eviction.** CLOCK over the slots: a page's reference bit is set when it is read in and
-//!   when it is used; the hand clears set bits and evicts the first ready page whose bit is
-//!   clear. Pages in flight are never evicted. The hand's order makes the slots it frees
-//!   consecutive, so most requests get one contiguous buffer.
+//! * **Growth, then eviction.** Slots are handed out from the arena's start: the *frontier*
+//!   moves up one slot at a time while no slot below it is free, so the slots in use stay
+//!   packed at the bottom of the arena and a request's new slots are consecutive. Once the
+//!   frontier reaches the budget (or while slots below it are free), CLOCK runs over the slots
+//!   below it: a page's reference bit is set when it is read in and when it is used; the hand
+//!   clears set bits and takes the first free slot or ready page whose bit is clear. Pages in
+//!   flight are never evicted. The hand's order makes the slots it frees consecutive, so most
+//!   requests get one contiguous buffer. The cache never reads into a new slot while an old
+//!   one is free, so the memory touched is what was cached at its fullest.
 //!
 //! Lock order: the allocator (the clock) before a shard. Readers take shard locks only, one at
 //! a time, and never the allocator while holding one.
@@ -229,6 +236,9 @@ impl Drop for Arena {
 
 struct Clock {
     hand: usize,
+    /// Slots below this have been handed out at least once (their memory is faulted in);
+    /// none above it has.
+    frontier: usize,
 }
 
 /// A lock for changes to a group of pages, and the readers waiting for pages of it. Waking is
@@ -258,12 +268,35 @@ pub(crate) struct Cache {
     slot_freed: Condvar,
     alloc_waiters: AtomicUsize,
     slot_state: Box<[AtomicU8]>,
+    /// Free slots below the frontier: while there are any, the frontier does not move.
+    free_below_frontier: AtomicUsize,
+    /// The frontier, readable without the clock's lock (stats).
+    frontier: AtomicUsize,
     /// The key of the page in each slot, packed (see `pack`).
     slot_owner: Box<[AtomicU64]>,
     refbit: Box<[AtomicBool]>,
     shadows: AtomicUsize,
     pub counters: CacheCounters,
 }
+
+/// `n` atomics, all zero, in memory the system gives untouched (a large zeroed allocation is a
+/// fresh mapping): pages of it are faulted in only as they are written.
+fn zeroed_atomics<T: ZeroIsValid>(n: usize) -> Box<[T]> {
+    let b = Box::<[T]>::new_zeroed_slice(n);
+    // SAFETY: `ZeroIsValid` is implemented only for types whose all-zero bytes are a value.
+    unsafe { b.assume_init() }
+}
+
+/// Types for which all-zero bytes are a valid value.
+///
+/// # Safety
+/// Implement only for such types.
+unsafe trait ZeroIsValid {}
+// SAFETY: the atomics of integers and bools have the layout of the integer (bool): zero is 0
+// (false).
+unsafe impl ZeroIsValid for AtomicU8 {}
+unsafe impl ZeroIsValid for AtomicU64 {}
+unsafe impl ZeroIsValid for AtomicBool {}
 
 fn pack(key: Key) -> u64 {
     ((key.0 as u64) << 40) | (key.1 & ((1 << 40) - 1))
@@ -300,12 +333,20 @@ impl Cache {
                 .collect(),
             tables: RwLock::new(FxHashMap::default()),
             failures: Mutex::new(FxHashMap::default()),
-            clock: Mutex::new(Clock { hand: 0 }),
+            clock: Mutex::new(Clock {
+                hand: 0,
+                frontier: 0,
+            }),
             slot_freed: Condvar::new(),
             alloc_waiters: AtomicUsize::new(0),
-            slot_state: (0..slots).map(|_| AtomicU8::new(SLOT_FREE)).collect(),
-            slot_owner: (0..slots).map(|_| AtomicU64::new(0)).collect(),
-            refbit: (0..slots).map(|_| AtomicBool::new(false)).collect(),
+            // Zeroed allocations: the system hands these out untouched, so the per-slot state
+            // of slots never used costs no memory either (`SLOT_FREE`, owner 0 and a clear bit
+            // are all zero).
+            slot_state: zeroed_atomics(slots),
+            free_below_frontier: AtomicUsize::new(0),
+            frontier: AtomicUsize::new(0),
+            slot_owner: zeroed_atomics(slots),
+            refbit: zeroed_atomics(slots),
             shadows: AtomicUsize::new(0),
             counters: CacheCounters::default(),
         })
@@ -465,10 +506,27 @@ impl Cache {
         let mut clock = self.clock.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             let mut steps = 0;
-            // Two turns: the first may only clear reference bits.
-            while got.len() < n && steps < 2 * self.slots {
-                let s = clock.hand;
-                clock.hand = (clock.hand + 1) % self.slots;
+            while got.len() < n {
+                // Grow while nothing below the frontier is free: a new slot costs memory the
+                // budget allows, an evicted page costs a read.
+                if clock.frontier < self.slots
+                    && self.free_below_frontier.load(Ordering::Acquire) == 0
+                {
+                    let s = clock.frontier;
+                    clock.frontier += 1;
+                    self.frontier.store(clock.frontier, Ordering::Release);
+                    self.slot_state[s].store(SLOT_IN_FLIGHT, Ordering::Release);
+                    let key = (id, first + got.len() as u64);
+                    self.slot_owner[s].store(pack(key), Ordering::Relaxed);
+                    got.push(s as u32);
+                    continue;
+                }
+                // Two turns of the slots below it: the first may only clear reference bits.
+                if steps >= 2 * clock.frontier {
+                    break;
+                }
+                let s = clock.hand % clock.frontier;
+                clock.hand = (s + 1) % clock.frontier;
                 steps += 1;
                 if let Some(slot) = self.try_take(s) {
                     let key = (id, first + got.len() as u64);
@@ -497,6 +555,7 @@ impl Cache {
         match self.slot_state[s].load(Ordering::Acquire) {
             SLOT_FREE => {
                 self.slot_state[s].store(SLOT_IN_FLIGHT, Ordering::Release);
+                self.free_below_frontier.fetch_sub(1, Ordering::AcqRel);
                 Some(s as u32)
             }
             SLOT_READY => {
@@ -581,14 +640,14 @@ impl Cache {
                             .unwrap_or_else(|e| e.into_inner())
                             .insert((t.id, p), f.clone());
                         w.store(word::FAILED, Ordering::Release);
-                        self.slot_state[s as usize].store(SLOT_FREE, Ordering::Release);
+                        self.free_slot(s);
                     }
                     (w, _) => {
                         // Short (nothing cached for it), or dropped meanwhile.
                         if let Some(w) = w {
                             w.store(word::ABSENT, Ordering::Release);
                         }
-                        self.slot_state[s as usize].store(SLOT_FREE, Ordering::Release);
+                        self.free_slot(s);
                     }
                 }
                 p += 1;
@@ -709,8 +768,7 @@ impl Cache {
                     match word::state(v) {
                         word::READY => {
                             w.store(word::ABSENT, Ordering::Release);
-                            self.slot_state[word::slot(v) as usize]
-                                .store(SLOT_FREE, Ordering::Release);
+                            self.free_slot(word::slot(v));
                         }
                         word::FAILED => {
                             w.store(word::ABSENT, Ordering::Release);
@@ -732,9 +790,21 @@ impl Cache {
         self.slots_freed();
     }
 
+    /// Slot `s` holds nothing now. Counted before it is marked, so the clock, which takes
+    /// it only once marked, never counts it out first.
+    fn free_slot(&self, s: u32) {
+        self.free_below_frontier.fetch_add(1, Ordering::AcqRel);
+        self.slot_state[s as usize].store(SLOT_FREE, Ordering::Release);
+    }
+
+    /// Slots handed out so far: the part of the arena that holds memory.
+    pub fn touched_slots(&self) -> usize {
+        self.frontier.load(Ordering::Acquire)
+    }
+
     /// Pages whose read is in flight, for tests and stats.
     pub fn in_flight_pages(&self) -> usize {
-        self.slot_state
+        self.slot_state[..self.touched_slots()]
             .iter()
             .filter(|s| s.load(Ordering::Relaxed) == SLOT_IN_FLIGHT)
             .count()
@@ -742,7 +812,7 @@ impl Cache {
 
     /// Pages ready or in flight, for tests and stats.
     pub fn resident_pages(&self) -> usize {
-        self.slot_state
+        self.slot_state[..self.touched_slots()]
             .iter()
             .filter(|s| s.load(Ordering::Relaxed) != SLOT_FREE)
             .count()

@@ -809,6 +809,21 @@ impl Engine {
 
     /// Open `path` with a policy other than the engine's.
     pub fn open_with_policy(&self, path: impl AsRef<Path>, policy_name: &str) -> io::Result<File> {
+        policy::validate_name(policy_name)
+            .and_then(|()| policy::by_name(policy_name, PolicyConfig::default()).map(drop))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        self.open_with(path, |config| {
+            policy::by_name(policy_name, config).expect("a policy name checked above")
+        })
+    }
+
+    /// Open `path` with a policy of the caller's own, made by `make` from the settings the
+    /// engine gives policies for this file (windows sized for its device).
+    pub fn open_with(
+        &self,
+        path: impl AsRef<Path>,
+        make: impl FnOnce(PolicyConfig) -> Box<dyn Policy>,
+    ) -> io::Result<File> {
         let path = path.as_ref();
         let inner = &self.inner;
         let opened = file::open(path, inner.config.direct)?;
@@ -876,8 +891,7 @@ impl Engine {
             }
         };
         let config = self.policy_config(&data);
-        let mut policy = policy::by_name(policy_name, config)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let mut policy = make(config);
         let (estimate, version) = {
             let m = inner.core.meter.lock().unwrap_or_else(|p| p.into_inner());
             (m.for_policy(config.io_max_pages), m.version)
@@ -935,11 +949,15 @@ impl Engine {
         let pages_read = get(&c.pages_read);
         Stats {
             backend: inner.backend.name(),
-            fallbacks: inner
-                .fallbacks
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone(),
+            fallbacks: {
+                let mut f = inner
+                    .fallbacks
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone();
+                f.extend(inner.backend.late_note());
+                f
+            },
             policy: inner.config.policy.clone(),
             budget_bytes: inner.core.cache.slots() as u64 * PAGE_SIZE,
             reads: get(&c.reads),
@@ -1142,14 +1160,32 @@ impl File {
         let mut ctx = self.ctx();
         f(st.policy.as_mut(), &mut ctx);
         if ctx.refaults > 0 {
-            core.cache
-                .counters
-                .thrashed_pages
-                .fetch_add(ctx.refaults, Ordering::Relaxed);
+            self.count_refaults(ctx.refaults);
             st.policy.on_thrashed(ctx.refaults);
         }
         drop(st);
         self.engine.submit(&mut ctx.ops);
+    }
+
+    fn count_refaults(&self, pages: u64) {
+        self.engine
+            .core
+            .cache
+            .counters
+            .thrashed_pages
+            .fetch_add(pages, Ordering::Relaxed);
+    }
+
+    /// Pages this handle read again after they were evicted unused, outside a policy call (a
+    /// reader's own read of what its readahead lost): counted, and told to the policy, as the
+    /// simulator tells it of every refault.
+    fn report_refaults(&self, pages: u64) {
+        if pages == 0 {
+            return;
+        }
+        self.count_refaults(pages);
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.policy.on_thrashed(pages);
     }
 
     /// Read up to `buf.len()` bytes at `offset`, as `pread(2)` does: fewer only at the end of
@@ -1265,12 +1301,7 @@ impl File {
                     if !self.engine.backend.is_async() {
                         stall += t.elapsed();
                     }
-                    if refaults > 0 {
-                        cache
-                            .counters
-                            .thrashed_pages
-                            .fetch_add(refaults, Ordering::Relaxed);
-                    }
+                    self.report_refaults(refaults);
                 }
                 Lookup::Absent => {
                     // Read and lost again and again: read this page past the cache.
@@ -1304,6 +1335,7 @@ impl File {
                         &mut ops,
                     );
                     self.engine.submit(&mut ops);
+                    self.report_refaults(refaults);
                     drop(f);
                 }
                 Lookup::Failed(f) => {

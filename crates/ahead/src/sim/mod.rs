@@ -358,7 +358,9 @@ impl Simulator {
         self.open_with(handle, file, policy)
     }
 
-    fn open_with(
+    /// Open `file` as `handle` with a policy of the caller's own (as [`crate::engine::Engine::open_with`]
+    /// does on the engine).
+    pub fn open_with(
         &mut self,
         handle: u32,
         file: u32,

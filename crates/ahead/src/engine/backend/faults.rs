@@ -212,6 +212,10 @@ impl Backend for FaultBackend {
         self.inner.name()
     }
 
+    fn late_note(&self) -> Option<String> {
+        self.inner.late_note()
+    }
+
     fn submit(&self, op: Box<ReadOp>) {
         match self.pick(&op) {
             None => self.inner.submit(op),

@@ -94,6 +94,11 @@ pub(crate) trait Backend: Send + Sync {
     fn take_queued(&self, _file: &Arc<FileData>, _page: u64) -> Option<Box<ReadOp>> {
         None
     }
+    /// A fallback taken after the start (say, memory the system refused to pin), for
+    /// `stats()`.
+    fn late_note(&self) -> Option<String> {
+        None
+    }
     /// Whether ahead reads are asynchronous (false for `sync`).
     fn is_async(&self) -> bool {
         true

@@ -1,0 +1,111 @@
+//! The engine's memory follows what it caches, not its budget: a large budget costs nothing at
+//! start, an engine that has cached N MiB holds at most N + 32 MiB more than before it was
+//! built, and a cache that is dropped and refilled does not grow past what it held at its
+//! fullest. One test in its own binary, so no other test's memory is counted.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use ahead::engine::{Advice, BackendChoice, Engine};
+
+const MIB: u64 = 1 << 20;
+
+/// This process's resident memory, from /proc/self/status.
+fn rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/self/status");
+    kb * 1024
+}
+
+fn make_file(name: &str, size: u64) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("memory-tests");
+    std::fs::create_dir_all(&d).unwrap();
+    let path = d.join(name);
+    if std::fs::metadata(&path).map(|m| m.len()).ok() != Some(size) {
+        let data: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, data).unwrap();
+    }
+    path
+}
+
+/// Read `path` whole through `engine` with 1 MiB reads, checking the bytes.
+fn read_all(engine: &Engine, path: &Path) {
+    let f = engine.open(path).unwrap();
+    let mut buf = vec![0u8; MIB as usize];
+    let mut at = 0u64;
+    loop {
+        let n = f.read_at(&mut buf, at).unwrap();
+        if n == 0 {
+            break;
+        }
+        assert!(
+            buf[..n]
+                .iter()
+                .enumerate()
+                .all(|(i, &b)| b == ((at + i as u64) % 251) as u8),
+            "bytes at {at}"
+        );
+        at += n as u64;
+    }
+}
+
+#[test]
+fn memory_follows_what_the_cache_holds_not_the_budget() {
+    let small = make_file("100k", 100_000);
+    let big = make_file("64m", 64 * MIB);
+    for backend in [BackendChoice::Uring, BackendChoice::Threads] {
+        let before = rss();
+        let t = Instant::now();
+        let engine = Engine::builder()
+            .backend(backend)
+            .budget(4 << 30)
+            .build()
+            .unwrap();
+        read_all(&engine, &small);
+        let took = t.elapsed();
+        let after_small = rss().saturating_sub(before);
+        assert!(
+            after_small < 32 * MIB,
+            "{backend:?}: a 4 GiB engine that read 100 KB holds {} MiB",
+            after_small / MIB
+        );
+        // Generous against a loaded CI machine; the unloaded figure is in BENCHMARKS.md.
+        assert!(
+            took.as_millis() < 1000,
+            "{backend:?}: building a 4 GiB engine and reading 100 KB took {took:?}"
+        );
+
+        read_all(&engine, &big);
+        let cached = engine.stats().resident_pages * 4096;
+        assert!(cached >= 32 * MIB, "{backend:?}: {:?}", engine.stats());
+        let held = rss().saturating_sub(before);
+        assert!(
+            held <= cached + 32 * MIB,
+            "{backend:?}: caching {} MiB, the engine holds {} MiB",
+            cached / MIB,
+            held / MIB
+        );
+
+        // Dropped and read again: the slots freed are used again, none new.
+        let f = engine.open(&big).unwrap();
+        f.advise(Advice::DontNeed {
+            offset: 0,
+            len: 64 * MIB,
+        })
+        .unwrap();
+        drop(f);
+        read_all(&engine, &big);
+        let again = rss().saturating_sub(before);
+        assert!(
+            again <= cached + 32 * MIB,
+            "{backend:?}: refilled, the engine holds {} MiB (it cached {} MiB)",
+            again / MIB,
+            cached / MIB
+        );
+        drop(engine);
+    }
+}
