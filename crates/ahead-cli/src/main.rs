@@ -827,6 +827,19 @@ fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
     'files: for path in &a.paths {
         let file = match engine.open(path) {
             Ok(f) => f,
+            // No size to read ahead in (a device, a FIFO, a procfs or sysfs file): read it
+            // plainly to its end, as cat does.
+            Err(e) if e.kind() == ErrorKind::Unsupported => {
+                match copy_plainly(path, &mut out) {
+                    Ok(()) => {}
+                    Err(CopyError::Write(e)) if e.kind() == ErrorKind::BrokenPipe => break 'files,
+                    Err(CopyError::Write(e)) => {
+                        return Err(runtime(format!("cannot write to stdout: {e}")))
+                    }
+                    Err(CopyError::Read(e)) => errors.push(format!("{}: {e}", path.display())),
+                }
+                continue;
+            }
             Err(e) => {
                 errors.push(e.to_string());
                 continue;
@@ -873,6 +886,28 @@ fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
                 a.paths.len()
             )))
         }
+    }
+}
+
+enum CopyError {
+    Read(std::io::Error),
+    Write(std::io::Error),
+}
+
+/// Copy `path` to `out` with plain reads until one returns 0, as cat does a file whose size
+/// says nothing (procfs, sysfs, a device, a FIFO).
+fn copy_plainly(path: &std::path::Path, out: &mut impl std::io::Write) -> Result<(), CopyError> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).map_err(CopyError::Read)?;
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = match f.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(CopyError::Read(e)),
+        };
+        out.write_all(&buf[..n]).map_err(CopyError::Write)?;
     }
 }
 

@@ -142,6 +142,25 @@ pub(crate) fn size_and_mtime(fd: &OwnedFd) -> io::Result<(u64, i64)> {
     ))
 }
 
+/// Whether `fd` is on a filesystem whose files make their content when read (procfs, sysfs,
+/// debugfs, tracefs, cgroupfs, configfs, securityfs, efivarfs, bpffs): `stat` gives them size
+/// 0, or a size unrelated to what a read returns.
+fn is_pseudo_fs(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    const PSEUDO: [i64; 10] = [
+        0x9fa0,      // proc
+        0x6265_6572, // sysfs
+        0x6462_6720, // debugfs
+        0x7472_6163, // tracefs
+        0x0027_e0eb, // cgroup
+        0x6367_7270, // cgroup2
+        0x6265_6570, // configfs
+        0x7363_6673, // securityfs
+        0xde5e_81e4, // efivarfs
+        0xcafe_4a11, // bpf
+    ];
+    os::fd_fs_type(fd).is_ok_and(|t| PSEUDO.contains(&t))
+}
+
 /// Open `path` for reading: a regular file, with `O_DIRECT` unless `allow_direct` is false or
 /// the filesystem refuses it (or needs an alignment above the page).
 pub(crate) fn open(path: &Path, allow_direct: bool) -> io::Result<Opened> {
@@ -155,9 +174,18 @@ pub(crate) fn open(path: &Path, allow_direct: bool) -> io::Result<Opened> {
     }
     if kind != libc::S_IFREG {
         return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
+            io::ErrorKind::Unsupported,
             format!(
-                "{}: not a regular file (ahead reads files; devices, FIFOs and sockets have no size to read ahead in)",
+                "{}: not a regular file: devices, FIFOs and sockets have no size to read ahead in (read it plainly)",
+                path.display()
+            ),
+        ));
+    }
+    if st.st_size == 0 && is_pseudo_fs(plain.as_fd()) {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "{}: a file of procfs, sysfs or the like: its size (0) says nothing of what a read returns, so there is nothing to read ahead in (read it plainly)",
                 path.display()
             ),
         ));
