@@ -1,0 +1,256 @@
+//! Building an engine: its settings ([`EngineBuilder`], from [`Engine::builder`]), their
+//! defaults, and [`EngineBuilder::build`], which makes the cache, probes the backends and
+//! falls back where one is missing, saying so in the statistics.
+
+use super::*;
+
+/// The engine's default memory budget: 256 MiB.
+pub const DEFAULT_BUDGET: u64 = 256 << 20;
+/// The engine's default policy.
+pub const DEFAULT_POLICY: &str = "adaptive";
+/// Threads of the `threads` backend by default: enough for a queue depth of 32.
+pub const DEFAULT_THREADS: usize = 32;
+/// Smallest budget the engine accepts: 64 pages.
+pub const MIN_BUDGET: u64 = 64 * PAGE_SIZE;
+
+/// Which I/O backend reads for the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// io_uring if the probe finds it works, else `Threads`.
+    Auto,
+    /// io_uring (falls back to `Threads`, saying why, if the probe fails).
+    Uring,
+    /// A thread pool doing `preadv(2)`.
+    Threads,
+    /// `preadv(2)` in the reading thread, ahead reads included (no overlap: the baseline).
+    Sync,
+}
+
+impl std::str::FromStr for BackendChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(BackendChoice::Auto),
+            "uring" => Ok(BackendChoice::Uring),
+            "threads" => Ok(BackendChoice::Threads),
+            "sync" => Ok(BackendChoice::Sync),
+            other => Err(format!(
+                "unknown engine '{other}'; known: auto, uring, threads, sync"
+            )),
+        }
+    }
+}
+
+/// Settings for an [`Engine`]; [`Engine::builder`] starts from the defaults.
+#[derive(Clone, Debug)]
+pub struct EngineBuilder {
+    pub(super) budget: u64,
+    pub(super) policy: String,
+    pub(super) backend: BackendChoice,
+    pub(super) direct: bool,
+    pub(super) io_uring_allowed: bool,
+    pub(super) record_requests: bool,
+    pub(super) threads: usize,
+    pub(super) ra_max_kb: Option<u64>,
+    pub(super) io_max_kb: Option<u64>,
+    pub(super) faults: Option<Faults>,
+    pub(super) leases: bool,
+    pub(super) device_estimate: Option<DeviceEstimate>,
+}
+
+impl Default for EngineBuilder {
+    fn default() -> Self {
+        EngineBuilder {
+            budget: DEFAULT_BUDGET,
+            policy: DEFAULT_POLICY.into(),
+            backend: BackendChoice::Auto,
+            direct: true,
+            io_uring_allowed: true,
+            record_requests: false,
+            threads: DEFAULT_THREADS,
+            ra_max_kb: None,
+            io_max_kb: None,
+            faults: None,
+            leases: true,
+            device_estimate: None,
+        }
+    }
+}
+
+impl EngineBuilder {
+    /// The memory budget in bytes: the most the cache ever holds (default 256 MiB).
+    pub fn budget(mut self, bytes: u64) -> Self {
+        self.budget = bytes;
+        self
+    }
+
+    /// The readahead policy for files opened from now on (default `adaptive`).
+    pub fn policy(mut self, name: &str) -> Self {
+        self.policy = name.into();
+        self
+    }
+
+    /// The I/O backend (default: io_uring if it works).
+    pub fn backend(mut self, choice: BackendChoice) -> Self {
+        self.backend = choice;
+        self
+    }
+
+    /// Whether to read with `O_DIRECT` where the filesystem allows (default true). Without it
+    /// files are read buffered with `POSIX_FADV_RANDOM`, as on a filesystem that refuses
+    /// `O_DIRECT`.
+    pub fn direct(mut self, on: bool) -> Self {
+        self.direct = on;
+        self
+    }
+
+    /// Behave as on a kernel without io_uring: the probe fails and the engine falls back, as
+    /// it would on such a kernel (for tests, and for systems where io_uring misbehaves).
+    pub fn without_io_uring(mut self) -> Self {
+        self.io_uring_allowed = false;
+        self
+    }
+
+    /// Keep a log of every request sent to the device ([`Engine::request_log`]): when, where,
+    /// how large, and whether it was read ahead. For pictures of a policy's windows over time.
+    pub fn record_requests(mut self, on: bool) -> Self {
+        self.record_requests = on;
+        self
+    }
+
+    /// Tell the policies this estimate of the device and never measure it: every run then
+    /// decides alike, as the simulator does with a modelled device (tests that hold the engine
+    /// to the simulator's decisions, reproducible benchmarks).
+    pub fn device_estimate(mut self, estimate: DeviceEstimate) -> Self {
+        self.device_estimate = Some(estimate);
+        self
+    }
+
+    /// Threads of the `threads` backend (default 32).
+    pub fn threads(mut self, n: usize) -> Self {
+        self.threads = n.max(1);
+        self
+    }
+
+    /// The largest readahead window in KiB, instead of the device's `read_ahead_kb`.
+    pub fn ra_max_kb(mut self, kb: u64) -> Self {
+        self.ra_max_kb = Some(kb);
+        self
+    }
+
+    /// The largest single read in KiB, instead of the device's `max_sectors_kb`.
+    pub fn io_max_kb(mut self, kb: u64) -> Self {
+        self.io_max_kb = Some(kb);
+        self
+    }
+
+    /// Wrap the backend in a fault injector driven by `faults` (tests and stress runs: see
+    /// [`Faults`]). Every request, waited for or read ahead, passes through it.
+    pub fn inject_faults(mut self, faults: Faults) -> Self {
+        self.faults = Some(faults);
+        self
+    }
+
+    /// Whether to hold a read lease on each file (default true), so that a read served from
+    /// the cache needs no system call to know the file is unchanged. Off, every read checks
+    /// the file's size and modification time with `fstat`. A lease makes a writer's open or a
+    /// truncation wait while the engine gives it up: microseconds, or up to the kernel's
+    /// `lease-break-time` if this process cannot run its signal handler (stopped in a
+    /// debugger). A writer that opens with `O_NONBLOCK` (coreutils' `truncate` does) cannot
+    /// wait, and is refused once with `EAGAIN`; its next attempt succeeds. See
+    /// [`os::lease_signal`] for the signal it takes.
+    pub fn leases(mut self, on: bool) -> Self {
+        self.leases = on;
+        self
+    }
+
+    /// Start the engine: allocate the cache, probe and start the backend.
+    pub fn build(self) -> io::Result<Engine> {
+        policy::validate_name(&self.policy)
+            .and_then(|()| policy::by_name(&self.policy, PolicyConfig::default()).map(drop))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        if self.budget < MIN_BUDGET {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "a memory budget of {} bytes is too small: give at least {} KiB",
+                    self.budget,
+                    MIN_BUDGET / 1024
+                ),
+            ));
+        }
+        let slots = usize::try_from(self.budget / PAGE_SIZE)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "memory budget too large"))?;
+        let core = Arc::new(CacheAndMeter {
+            cache: Cache::new(slots).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot map a {} MiB cache: {e}", self.budget >> 20),
+                )
+            })?,
+            counters: Counters::default(),
+            meter: Mutex::new(Meter::new(self.device_estimate)),
+            meter_version: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+        });
+        let completer: Arc<dyn Completer> = core.clone();
+        let mut fallbacks = Vec::new();
+        let threads = || -> io::Result<Box<dyn Backend>> {
+            Ok(Box::new(backend::threads::ThreadsBackend::new(
+                self.threads,
+                completer.clone(),
+            )?))
+        };
+        let backend: Box<dyn Backend> = match self.backend {
+            BackendChoice::Sync => Box::new(backend::sync::SyncBackend::new(completer.clone())),
+            BackendChoice::Threads => threads()?,
+            BackendChoice::Auto | BackendChoice::Uring => {
+                let probe = if self.io_uring_allowed {
+                    let arena = core.cache.arena();
+                    backend::uring::UringBackend::new(
+                        (arena.base(), arena.bytes()),
+                        completer.clone(),
+                    )
+                } else {
+                    Err(io::Error::new(
+                        io::ErrorKind::Unsupported,
+                        "turned off by the caller (EngineBuilder::without_io_uring)",
+                    ))
+                };
+                match probe {
+                    Ok(u) => {
+                        if let Some(note) = &u.fixed_note {
+                            fallbacks.push(note.clone());
+                        }
+                        Box::new(u)
+                    }
+                    Err(e) => {
+                        fallbacks.push(format!("io_uring unavailable ({e}): using threads"));
+                        threads()?
+                    }
+                }
+            }
+        };
+        let backend: Box<dyn Backend> = match &self.faults {
+            Some(f) => Box::new(backend::faults::FaultBackend::new(
+                backend,
+                completer.clone(),
+                f.clone(),
+            )?),
+            None => backend,
+        };
+        let log = self.record_requests.then(|| Mutex::new(Vec::new()));
+        Ok(Engine {
+            inner: Arc::new(EngineParts {
+                core,
+                backend,
+                config: self,
+                files: Mutex::new(OpenFiles::default()),
+                open_handles: AtomicU64::new(0),
+                fallbacks: Mutex::new(fallbacks),
+                started: Instant::now(),
+                log,
+            }),
+        })
+    }
+}

@@ -1,0 +1,564 @@
+//! The file API: [`File`], opened through an [`Engine`], read with [`File::read_at`] from any
+//! number of threads or through `Read` and `Seek`. Each read is shown to the file's policy
+//! (under the file's lock), then the pages are copied out as they become ready; a page still
+//! absent is read by the reader itself; a read that failed fails the read that meets it.
+
+use super::*;
+
+/// Reads in flight above which policies are told the queue is congested (and below half of
+/// which, that it drained).
+const CONGESTED: usize = 128;
+/// Times a page may come back absent for one read before the engine reads it with a plain
+/// `pread` (a file truncated meanwhile, or a cache too small for the threads reading it).
+const ATTEMPTS: u32 = 3;
+
+pub(super) struct PolicyState {
+    pub(super) policy: Box<dyn Policy>,
+    pub(super) device_version: u64,
+    pub(super) congested: bool,
+}
+
+/// A file opened through an [`Engine`]. [`File::read_at`] may be called from many threads at
+/// once; `Read` and `Seek` use the file's own position, like `std::fs::File`.
+pub struct File {
+    pub(super) engine: Arc<EngineParts>,
+    pub(super) data: Arc<FileData>,
+    pub(super) io_max: u64,
+    pub(super) state: Mutex<PolicyState>,
+    pub(super) pos: AtomicU64,
+}
+
+/// The driver's side of [`RaContext`] for one call into a file's policy.
+struct EngineCtx<'a> {
+    engine: &'a EngineParts,
+    file: &'a Arc<FileData>,
+    io_max: u64,
+    refaults: u64,
+    ops: Vec<ReadOp>,
+    /// Pages `[start, end)` the driver has just copied out: cached, no need to look.
+    known_cached: (u64, u64),
+}
+
+impl RaContext for EngineCtx<'_> {
+    fn file_pages(&self) -> u64 {
+        self.file.pages()
+    }
+
+    fn is_cached(&self, page: u64) -> bool {
+        let (s, e) = self.known_cached;
+        (page >= s && page < e)
+            || page < self.file.pages() && self.engine.core.cache.is_cached(&self.file.table, page)
+    }
+
+    fn has_marker(&self, page: u64) -> bool {
+        self.engine.core.cache.has_marker(&self.file.table, page)
+    }
+
+    fn clear_marker(&mut self, page: u64) {
+        self.engine
+            .core
+            .cache
+            .set_marker(&self.file.table, page, false);
+    }
+
+    fn start_io(&mut self, io: IoRequest) -> u64 {
+        self.engine.start_io(
+            self.file,
+            self.io_max,
+            io,
+            &mut self.refaults,
+            &mut self.ops,
+        )
+    }
+
+    fn next_miss(&self, index: u64, max_scan: u64) -> u64 {
+        let end = index.saturating_add(max_scan);
+        self.engine
+            .core
+            .cache
+            .next_miss(&self.file.table, index, end.min(self.file.pages()))
+    }
+
+    fn readahead_budget(&self) -> u64 {
+        let open = self.engine.open_handles.load(Ordering::Relaxed).max(1);
+        self.engine.core.cache.slots() as u64 / 2 / open
+    }
+}
+
+impl File {
+    /// Size of the file in bytes, when it was opened.
+    pub fn len(&self) -> u64 {
+        self.data.live_size.load(Ordering::Acquire)
+    }
+
+    /// Whether the file was empty when opened.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The path it was opened with.
+    pub fn path(&self) -> &Path {
+        &self.data.path
+    }
+
+    /// Whether it is read with `O_DIRECT` (false: buffered, see [`Stats::fallbacks`]).
+    pub fn is_direct(&self) -> bool {
+        self.data.direct
+    }
+
+    /// The engine this file was opened from.
+    pub fn engine(&self) -> Engine {
+        Engine {
+            inner: self.engine.clone(),
+        }
+    }
+
+    /// The engine's statistics.
+    pub fn engine_stats(&self) -> Stats {
+        self.engine().stats()
+    }
+
+    fn ctx(&self) -> EngineCtx<'_> {
+        EngineCtx {
+            engine: &self.engine,
+            file: &self.data,
+            io_max: self.io_max,
+            refaults: 0,
+            ops: Vec::new(),
+            known_cached: (0, 0),
+        }
+    }
+
+    fn with_policy(&self, f: impl FnOnce(&mut dyn Policy, &mut EngineCtx<'_>)) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let core = &self.engine.core;
+        if core.meter_version.load(Ordering::Acquire) != st.device_version {
+            let m = core.meter.lock().unwrap_or_else(|p| p.into_inner());
+            st.device_version = m.version;
+            let e = m.for_policy(self.io_max);
+            drop(m);
+            st.policy.on_device(e);
+        }
+        let in_flight = core.in_flight.load(Ordering::Relaxed);
+        if !st.congested && in_flight >= CONGESTED {
+            st.congested = true;
+            st.policy.on_congestion(true);
+        } else if st.congested && in_flight < CONGESTED / 2 {
+            st.congested = false;
+            st.policy.on_congestion(false);
+        }
+        let mut ctx = self.ctx();
+        f(st.policy.as_mut(), &mut ctx);
+        if ctx.refaults > 0 {
+            self.count_refaults(ctx.refaults);
+            st.policy.on_thrashed(ctx.refaults);
+        }
+        drop(st);
+        self.engine.submit(&mut ctx.ops);
+    }
+
+    fn count_refaults(&self, pages: u64) {
+        self.engine
+            .core
+            .cache
+            .counters
+            .thrashed_pages
+            .fetch_add(pages, Ordering::Relaxed);
+    }
+
+    /// Pages this handle read again after they were evicted unused, outside a policy call (a
+    /// reader's own read of what its readahead lost): counted, and told to the policy, as the
+    /// simulator tells it of every refault.
+    fn report_refaults(&self, pages: u64) {
+        if pages == 0 {
+            return;
+        }
+        self.count_refaults(pages);
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.policy.on_thrashed(pages);
+    }
+
+    /// Read up to `buf.len()` bytes at `offset`, as `pread(2)` does: fewer only at the end of
+    /// the file (0 at or past it). Errors are the system's, from the read that met them.
+    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let size = self.current_size()?;
+        if buf.is_empty() || offset >= size {
+            return Ok(0);
+        }
+        let len = (buf.len() as u64).min(size - offset);
+        let read = AppRead {
+            offset: Bytes(offset),
+            len: Bytes(len),
+        };
+        let (first, end) = (read.first_page(), read.end_page());
+        let cache = &self.engine.core.cache;
+        let table = &self.data.table;
+        let len = len as usize;
+        let mut done = 0usize;
+        let mut page = first;
+        let (mut hits, mut misses) = (0u64, 0u64);
+        let mut stall = Duration::ZERO;
+        let mut attempts = 0u32;
+        // The last page retried after a failed read: each page gets one retry for this reader
+        // (an ahead read that failed may have covered pages that read fine on their own).
+        let mut retried_page = None;
+        let mut result = Ok(());
+
+        // Hits first: copy while pages are ready, without waiting. A read that is all hits
+        // then shows the policy pages it knows are cached, so it need not look them up again.
+        let mut eof = false;
+        while page < end && done < len {
+            let from = if page == first {
+                (offset % PAGE_SIZE) as usize
+            } else {
+                0
+            };
+            let want = (PAGE - from).min(len - done);
+            match cache.read_page(
+                table,
+                page,
+                from,
+                &mut buf[done..done + want],
+                false,
+                &mut stall,
+            ) {
+                Lookup::Copied { n, whole, .. } => {
+                    done += n;
+                    hits += 1;
+                    page += 1;
+                    if !whole {
+                        eof = true;
+                        break;
+                    }
+                }
+                _ => break,
+            }
+        }
+        let known = (first, page);
+        self.with_policy(|p, ctx| {
+            ctx.known_cached = known;
+            p.on_read(read, ctx)
+        });
+        if eof {
+            page = end;
+        }
+
+        while page < end && done < len {
+            let from = if page == first {
+                (offset % PAGE_SIZE) as usize
+            } else {
+                0
+            };
+            let want = (PAGE - from).min(len - done);
+            let dst = &mut buf[done..done + want];
+            if cache.is_in_flight(table, page) {
+                let t = Instant::now();
+                self.engine.expedite(&self.data, page);
+                stall += t.elapsed();
+            }
+            match cache.read_page(table, page, from, dst, true, &mut stall) {
+                Lookup::Copied { n, whole, .. } => {
+                    // It was not ready when the read began (the hits were copied above).
+                    misses += 1;
+                    done += n;
+                    attempts = 0;
+                    page += 1;
+                    if !whole {
+                        break; // the file ends in this page
+                    }
+                }
+                // Past the end the file had when opened (it grew): read past the cache.
+                Lookup::Absent if attempts < ATTEMPTS && page < self.data.pages() => {
+                    attempts += 1;
+                    let t = Instant::now();
+                    let mut refaults = 0;
+                    let mut ops = Vec::new();
+                    // One request's worth at a time: the pages are copied out as they come, and
+                    // asking for all of a read larger than the cache at once would evict its
+                    // first pages with its last before they are copied (and ask again, and
+                    // again). Ahead windows, not this, keep the device busy.
+                    self.engine.start_io(
+                        &self.data,
+                        self.io_max,
+                        IoRequest::sync(page, (end - page).min(self.io_max.max(1))),
+                        &mut refaults,
+                        &mut ops,
+                    );
+                    self.engine.submit(&mut ops);
+                    if !self.engine.backend.is_async() {
+                        stall += t.elapsed();
+                    }
+                    self.report_refaults(refaults);
+                }
+                Lookup::Absent => {
+                    // Read and lost again and again: read this page past the cache.
+                    misses += 1;
+                    match self.pread_page(page, from, dst) {
+                        Ok(n) => {
+                            done += n;
+                            attempts = 0;
+                            page += 1;
+                            if n < want {
+                                break;
+                            }
+                        }
+                        Err(e) => {
+                            result = Err(e);
+                            break;
+                        }
+                    }
+                }
+                Lookup::Failed(f) if retried_page != Some(page) => {
+                    // It may have been an ahead read that failed: try this page once more,
+                    // for this reader.
+                    retried_page = Some(page);
+                    let mut refaults = 0;
+                    let mut ops = Vec::new();
+                    self.engine.start_io(
+                        &self.data,
+                        self.io_max,
+                        IoRequest::sync(page, 1),
+                        &mut refaults,
+                        &mut ops,
+                    );
+                    self.engine.submit(&mut ops);
+                    self.report_refaults(refaults);
+                    drop(f);
+                }
+                Lookup::Failed(f) => {
+                    result = Err(f.error());
+                    break;
+                }
+            }
+        }
+        let c = &self.engine.core.counters;
+        c.reads.fetch_add(1, Ordering::Relaxed);
+        c.bytes_returned.fetch_add(done as u64, Ordering::Relaxed);
+        if hits > 0 {
+            c.hit_pages.fetch_add(hits, Ordering::Relaxed);
+        }
+        if misses > 0 {
+            c.miss_pages.fetch_add(misses, Ordering::Relaxed);
+        }
+        if !stall.is_zero() {
+            c.stall_ns
+                .fetch_add(stall.as_nanos() as u64, Ordering::Relaxed);
+        }
+        match result {
+            Err(e) if done == 0 => Err(e),
+            _ => Ok(done),
+        }
+    }
+
+    /// The file's size now, with its cached pages dropped first if it changed while open
+    /// (truncated, extended, written in place), so no read returns bytes the file no longer
+    /// holds. A read racing the change may see either side of it, as with `pread(2)`.
+    ///
+    /// While the file holds its read lease this is one atomic load: nobody can have opened it
+    /// for writing or truncated it. Otherwise it asks the kernel ([`File::check_file`]).
+    #[inline]
+    fn current_size(&self) -> io::Result<u64> {
+        if self.data.lease.unchanged() {
+            return Ok(self.data.live_size.load(Ordering::Acquire));
+        }
+        self.check_file()
+    }
+
+    /// The slow path of [`File::current_size`]: a lease break somewhere in the process (is it
+    /// this file's?), or no lease (`fstat`, and now and then an attempt to take the lease).
+    #[cold]
+    fn check_file(&self) -> io::Result<u64> {
+        let d = &self.data;
+        let lease = &d.lease;
+        if lease.held_at.load(Ordering::Acquire) != file::NO_LEASE {
+            let _gate = lease.gate.lock().unwrap_or_else(|p| p.into_inner());
+            let breaks = os::lease_breaks();
+            let held_at = lease.held_at.load(Ordering::Acquire);
+            if held_at == breaks {
+                // Another reader settled it meanwhile.
+                return Ok(d.live_size.load(Ordering::Acquire));
+            }
+            if held_at != file::NO_LEASE {
+                if os::holds_read_lease(d.fd.as_fd()) {
+                    // Another file's lease broke, not this one's.
+                    lease.held_at.store(breaks, Ordering::Release);
+                    return Ok(d.live_size.load(Ordering::Acquire));
+                }
+                // Someone opened the file for writing or truncated it. What they write next
+                // only fstat can see (and only as a new size or modification time), so the
+                // pages cached until now go: a writer's first bytes may land in any of them
+                // within the clock tick the modification time is kept in.
+                lease.held_at.store(file::NO_LEASE, Ordering::Release);
+                lease.unleased_reads.store(0, Ordering::Relaxed);
+                self.engine.core.cache.drop_range(&d.table, 0, d.pages());
+                self.engine.note_fallback(format!(
+                    "{}: opened for writing or truncated while read: its cached pages were dropped, and each read checks its size until the lease can be taken again",
+                    d.path.display()
+                ));
+            }
+        }
+        let size = self.size_check()?;
+        if lease.allowed
+            && lease
+                .unleased_reads
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(file::LEASE_RETRY)
+        {
+            if let Ok(_gate) = lease.gate.try_lock() {
+                if lease.held_at.load(Ordering::Acquire) == file::NO_LEASE {
+                    let breaks = os::lease_breaks();
+                    match os::take_read_lease(d.fd.as_fd()) {
+                        Ok(()) => {
+                            // A change between the check above and the lease would go
+                            // unseen: check once more, now that changes break the lease.
+                            let size = self.size_check()?;
+                            lease.held_at.store(breaks, Ordering::Release);
+                            return Ok(size);
+                        }
+                        Err(e) if !lease.reported.swap(true, Ordering::Relaxed) => {
+                            let why = match e.raw_os_error() {
+                                Some(libc::EAGAIN) => "it is open for writing".to_string(),
+                                Some(libc::EACCES) => {
+                                    "another user owns it and this process lacks CAP_LEASE"
+                                        .to_string()
+                                }
+                                _ => e.to_string(),
+                            };
+                            self.engine.note_fallback(format!(
+                                "{}: no read lease yet ({why}): each read checks its size with fstat",
+                                d.path.display()
+                            ));
+                        }
+                        Err(_) => {}
+                    }
+                }
+            }
+        }
+        Ok(size)
+    }
+
+    /// One `fstat`: if the size or modification time changed since the last check, every
+    /// cached page of the file is dropped.
+    fn size_check(&self) -> io::Result<u64> {
+        let d = &self.data;
+        self.engine
+            .core
+            .counters
+            .size_checks
+            .fetch_add(1, Ordering::Relaxed);
+        let (size, mtime) = file::size_and_mtime(&d.fd)?;
+        let (was, was_mtime) = (
+            d.live_size.load(Ordering::Acquire),
+            d.live_mtime_ns.load(Ordering::Acquire),
+        );
+        if size != was || mtime != was_mtime {
+            d.live_size.store(size, Ordering::Release);
+            d.live_mtime_ns.store(mtime, Ordering::Release);
+            self.engine.core.cache.drop_range(&d.table, 0, d.pages());
+            self.engine.note_fallback(format!(
+                "{}: changed while open (size {was} -> {size} bytes): its cached pages were dropped",
+                d.path.display()
+            ));
+        }
+        Ok(size)
+    }
+
+    /// Read one page's bytes from `from` straight from the file, past the cache.
+    fn pread_page(&self, page: u64, from: usize, dst: &mut [u8]) -> io::Result<usize> {
+        // Page-aligned, for a descriptor opened with O_DIRECT.
+        let mut tmp = os::AlignedBuf::new(PAGE);
+        let n = os::pread(self.data.fd.as_fd(), tmp.as_mut_slice(), page * PAGE_SIZE)?;
+        let got = n.saturating_sub(from).min(dst.len());
+        dst[..got].copy_from_slice(&tmp.as_slice()[from..from + got]);
+        Ok(got)
+    }
+
+    /// Pass advice to the file's policy (and, for don't-need, drop the range's pages).
+    pub fn advise(&self, advice: Advice) -> io::Result<()> {
+        let pages = |offset: u64, len: u64| -> (u64, u64) {
+            let (s, e) = Bytes::page_span(Bytes(offset), Bytes(len.max(1)));
+            (s, e - s)
+        };
+        let hint = match advice {
+            Advice::Normal => Hint::Normal,
+            Advice::Sequential => Hint::Sequential,
+            Advice::Random => Hint::Random,
+            Advice::WillNeed { offset, len } => {
+                let (start_page, pages) = pages(offset, len);
+                Hint::WillNeed { start_page, pages }
+            }
+            Advice::DontNeed { offset, len } => {
+                // Only whole pages are dropped, as the kernel does.
+                let start = offset.div_ceil(PAGE_SIZE);
+                let end = offset.saturating_add(len) / PAGE_SIZE;
+                // The cache holds no page past the table: a len of u64::MAX ("to the end")
+                // must not walk 2^52 pages.
+                let cached_end = end.min(self.data.pages());
+                if cached_end > start {
+                    self.engine
+                        .core
+                        .cache
+                        .drop_range(&self.data.table, start, cached_end);
+                }
+                Hint::DontNeed {
+                    start_page: start,
+                    pages: end.saturating_sub(start),
+                }
+            }
+            Advice::Limit { end } => Hint::Limit {
+                end_page: end.div_ceil(PAGE_SIZE),
+            },
+        };
+        self.with_policy(|p, ctx| p.on_hint(hint, ctx));
+        Ok(())
+    }
+}
+
+impl Drop for File {
+    fn drop(&mut self) {
+        self.engine.open_handles.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Read for File {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&*self).read(buf)
+    }
+}
+
+impl Read for &File {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let pos = self.pos.load(Ordering::Relaxed);
+        let n = self.read_at(buf, pos)?;
+        self.pos.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+impl Seek for File {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        (&*self).seek(to)
+    }
+}
+
+impl Seek for &File {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        let cur = self.pos.load(Ordering::Relaxed);
+        let new = match to {
+            SeekFrom::Start(p) => Some(p),
+            SeekFrom::End(d) => self.len().checked_add_signed(d),
+            SeekFrom::Current(d) => cur.checked_add_signed(d),
+        }
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "seek to a negative or overflowing position",
+            )
+        })?;
+        self.pos.store(new, Ordering::Relaxed);
+        Ok(new)
+    }
+}

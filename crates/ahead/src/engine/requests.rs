@@ -1,0 +1,244 @@
+//! Requests: how a policy's I/O becomes reads on the device, and how finished reads land.
+//!
+//! * **Issuing** ([`EngineParts::start_io`]): clip at the end of the file, skip cached pages,
+//!   claim the absent ones, allocate slots, one request per run of at most the device's largest
+//!   I/O; [`EngineParts::submit`] hands them to the backend (a read a reader waits for is read
+//!   in its own thread).
+//! * **Expediting** ([`EngineParts::expedite`]): a reader about to wait for a read still queued
+//!   in the backend takes it back and reads it itself.
+//! * **Completion** ([`CacheAndMeter::complete`]): the pages become ready (or failed, caching
+//!   nothing), and the device meter learns from the request.
+
+use super::*;
+
+/// The cache, the counters and the meter: what a backend's completions need.
+pub(super) struct CacheAndMeter {
+    pub(super) cache: Cache,
+    pub(super) counters: Counters,
+    pub(super) meter: Mutex<Meter>,
+    /// The meter's version, readable without its lock (checked on every read).
+    pub(super) meter_version: AtomicU64,
+    pub(super) in_flight: AtomicUsize,
+}
+
+impl Completer for CacheAndMeter {
+    fn complete(&self, op: Box<ReadOp>, result: io::Result<usize>) {
+        self.cache.complete(
+            &op.file.table,
+            op.first_page,
+            &op.slots,
+            op.expected,
+            &result,
+        );
+        if result.is_err() {
+            self.counters.io_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        let now = Instant::now();
+        let left = self.in_flight.fetch_sub(1, Ordering::AcqRel) - 1;
+        // A measurement may be skipped while busy (a reader must not queue behind one), but
+        // not the end of a busy period, which the bandwidth is measured over.
+        let mut m = if left == 0 {
+            self.meter.lock().unwrap_or_else(|p| p.into_inner())
+        } else {
+            match self.meter.try_lock() {
+                Ok(m) => m,
+                Err(_) => return,
+            }
+        };
+        let bytes = *result.as_ref().unwrap_or(&0) as u64;
+        m.bytes += bytes;
+        let mut bw = None;
+        if left == 0 {
+            if let Some(since) = m.busy_since.take() {
+                m.busy += now - since;
+            }
+        }
+        let busy = m.busy + m.busy_since.map_or(Duration::ZERO, |s| now - s);
+        if busy >= Duration::from_millis(50) && m.bytes >= 8 << 20 {
+            bw = Some((m.bytes as f64 / busy.as_secs_f64()) as u64);
+            m.bytes = 0;
+            m.busy = Duration::ZERO;
+            if m.busy_since.is_some() {
+                m.busy_since = Some(now);
+            }
+        }
+        // Latency from requests that found the device idle, less their transfer time.
+        let latency = (op.queued_behind == 0 && bytes > 0).then(|| {
+            let total = (now - op.submitted).as_nanos() as u64;
+            let transfer = bytes * 1_000_000_000 / m.estimate.bytes_per_sec.max(1);
+            total.saturating_sub(transfer).max(1_000)
+        });
+        m.update(latency, bw);
+        self.meter_version.store(m.version, Ordering::Release);
+    }
+}
+
+impl EngineParts {
+    /// Start the I/O `io` asks for on `file` (the driver's side of `RaContext::start_io`):
+    /// clip at the end of the file, skip cached pages, one request per run of absent pages of
+    /// at most `io_max` pages. Ahead reads give up where the cache has no room; synchronous ones
+    /// wait for it. Returns pages newly brought in; `refaults` counts pages read again after
+    /// being evicted unused. The requests are added to `out`, for [`EngineParts::submit`] once no lock
+    /// is held (a policy's lock must not be held across a `sync` backend's read).
+    pub(super) fn start_io(
+        &self,
+        file: &Arc<FileData>,
+        io_max: u64,
+        io: IoRequest,
+        refaults: &mut u64,
+        out: &mut Vec<ReadOp>,
+    ) -> u64 {
+        let cache = &self.core.cache;
+        let end = io.start_page.saturating_add(io.pages).min(file.pages());
+        let sync = io.kind == IoKind::Sync;
+        // What a reader waits for is copied out only after this returns: never more than a
+        // quarter of the cache, or its first pages would make room for its last.
+        let end = if sync {
+            end.min(io.start_page.saturating_add(cache.slots() as u64 / 4))
+        } else {
+            end
+        };
+        // A read a reader waits for goes whole, as the policy sized it (it is never split, so
+        // the simulator's request counts hold here); ahead reads go in the device's largest.
+        let io_max = if sync { io_max.max(io.pages) } else { io_max };
+        let io_max = io_max.min(cache.slots() as u64 / 4).max(1);
+        let mut p = io.start_page;
+        let mut brought = 0;
+        while p < end {
+            p = cache.next_miss(&file.table, p, end);
+            if p >= end {
+                break;
+            }
+            let (claimed, refault) = cache.claim_run(&file.table, p, (end - p).min(io_max));
+            if claimed == 0 {
+                continue; // another reader claimed it first
+            }
+            *refaults += refault;
+            let mut slots = cache.alloc(file.id, p, claimed as usize, false);
+            if sync && slots.is_empty() {
+                // No room, and a reader waits: send the requests collected so far first (their
+                // slots free only once they complete; waiting with them unsent would wait for
+                // ever), then wait for a slot.
+                self.submit(out);
+                slots = cache.alloc(file.id, p, claimed as usize, true);
+            }
+            let n = slots.len() as u64;
+            if n < claimed {
+                cache.unclaim(&file.table, p + n, p + claimed);
+            }
+            if n == 0 {
+                break; // no room for reading ahead now
+            }
+            if let Some(m) = io.marker_page.filter(|&m| m >= p && m < p + n) {
+                cache.set_marker(&file.table, m, true);
+            }
+            out.push(self.make_op(file, p, slots, io.kind));
+            brought += n;
+            p += n;
+        }
+        brought
+    }
+
+    /// Send requests made by [`EngineParts::start_io`] to the backend.
+    pub(super) fn submit(&self, ops: &mut Vec<ReadOp>) {
+        for op in ops.drain(..) {
+            let queued_behind = self.core.in_flight.fetch_add(1, Ordering::AcqRel);
+            let now = Instant::now();
+            if queued_behind == 0 {
+                if let Ok(mut m) = self.core.meter.try_lock() {
+                    m.busy_since.get_or_insert(now);
+                }
+            }
+            if let Some(log) = &self.log {
+                log.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(RequestRecord {
+                        at_ns: (now - self.started).as_nanos() as u64,
+                        first_page: op.first_page,
+                        pages: op.slots.len() as u64,
+                        ahead: op.kind == IoKind::Ahead,
+                    });
+            }
+            let mut op = Box::new(op);
+            op.submitted = now;
+            op.queued_behind = queued_behind;
+            if op.kind == IoKind::Sync {
+                // A reader waits for this one: it reads it in its own thread, as the kernel
+                // does a synchronous read. Handing it to another thread and back would cost
+                // two context switches for nothing.
+                let result = self.backend.read_now(&op);
+                self.core.complete(op, result);
+            } else {
+                self.backend.submit(op);
+            }
+        }
+    }
+
+    /// A reader is about to wait for `page` of `file`, which is in flight: if the read that
+    /// brings it still waits in the backend's queue (behind other ahead reads), read it now in
+    /// this thread instead, as a synchronous read would be. Without this, a reader that catches
+    /// up with a deep queue of readahead waits for all of it (a file read whole in a scrambled
+    /// order queued gigabytes ahead, and its reader starved for seconds).
+    pub(super) fn expedite(&self, file: &Arc<FileData>, page: u64) {
+        if let Some(op) = self.backend.take_queued(file, page) {
+            self.core
+                .counters
+                .expedited_requests
+                .fetch_add(1, Ordering::Relaxed);
+            let result = self.backend.read_now(&op);
+            self.core.complete(op, result);
+        }
+    }
+
+    /// The request for pages `first..` of `file` into `slots`.
+    pub(super) fn make_op(
+        &self,
+        file: &Arc<FileData>,
+        first: u64,
+        slots: Vec<u32>,
+        kind: IoKind,
+    ) -> ReadOp {
+        let arena = self.core.cache.arena();
+        let mut iov: Vec<libc::iovec> = Vec::with_capacity(1);
+        let mut prev: Option<u32> = None;
+        for &s in &slots {
+            match (prev, iov.last_mut()) {
+                (Some(q), Some(last)) if s == q + 1 => last.iov_len += PAGE,
+                _ => iov.push(libc::iovec {
+                    iov_base: arena.slot_ptr(s).cast(),
+                    iov_len: PAGE,
+                }),
+            }
+            prev = Some(s);
+        }
+        let pages = slots.len() as u64;
+        let c = &self.core.counters;
+        c.requests.fetch_add(1, Ordering::Relaxed);
+        c.pages_read.fetch_add(pages, Ordering::Relaxed);
+        match kind {
+            IoKind::Sync => c.sync_requests.fetch_add(1, Ordering::Relaxed),
+            IoKind::Ahead => c.ahead_requests.fetch_add(1, Ordering::Relaxed),
+        };
+        ReadOp {
+            file: file.clone(),
+            first_page: first,
+            expected: file
+                .live_size
+                .load(Ordering::Acquire)
+                .saturating_sub(first * PAGE_SIZE)
+                .min(pages * PAGE_SIZE),
+            slots,
+            kind,
+            submitted: Instant::now(),
+            queued_behind: 0,
+            iov,
+        }
+    }
+
+    pub(super) fn note_fallback(&self, why: String) {
+        let mut f = self.fallbacks.lock().unwrap_or_else(|p| p.into_inner());
+        if !f.contains(&why) && f.len() < 64 {
+            f.push(why);
+        }
+    }
+}
