@@ -454,7 +454,7 @@ fn trace_defaults(
     }
     for f in &trace.files {
         let path = std::path::Path::new(&f.name);
-        if let (Some(ra), io) = capture::device_limits(path) {
+        if let (Some(ra), io) = ahead::os::device_limits(path) {
             let d = Defaults {
                 ra_max_kb: Some(ra),
                 io_max_kb: io,

@@ -13,6 +13,7 @@
 
 pub mod engine;
 pub mod kernel;
+pub mod os;
 pub mod paper;
 pub mod pattern;
 pub mod policy;
@@ -22,7 +23,6 @@ pub mod trace;
 pub mod units;
 pub mod workload;
 
-pub use engine::os;
 pub use engine::{Advice, BackendChoice, Engine, File, RequestRecord, Stats};
 pub use policy::{AppRead, Hint, IoKind, IoRequest, Policy, PolicyConfig, RaContext};
 pub use sim::{DeviceModel, Metrics, RunReport, SimConfig, Simulator};

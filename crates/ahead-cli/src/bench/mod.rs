@@ -568,7 +568,7 @@ pub fn run(plan: &Plan) -> Result<Outcome, String> {
         .filter(|c| **c != Contender::Device)
         .collect();
     let sweep = if device {
-        raw::Streaming::sweep(ahead::kernel::capture::device_limits(&plan.file).1)
+        raw::Streaming::sweep(ahead::os::device_limits(&plan.file).1)
     } else {
         Vec::new()
     };
@@ -1263,7 +1263,7 @@ fn machine(plan: &Plan) -> serde_json::Value {
         .and_then(|l| l.split(':').nth(1))
         .map(|s| s.trim().to_string())
         .unwrap_or_default();
-    let (ra, io) = ahead::kernel::capture::device_limits(&plan.file);
+    let (ra, io) = ahead::os::device_limits(&plan.file);
     json!({
         "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         "cpu": cpu,

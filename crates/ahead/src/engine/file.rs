@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use super::backend::os;
+use crate::os;
 
 use crate::units::PAGE_SIZE;
 

@@ -62,12 +62,12 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
+use crate::os;
 use crate::policy::{self, DeviceEstimate, Hint, IoKind, IoRequest, Policy, PolicyConfig};
 use crate::policy::{AppRead, RaContext};
 use crate::units::{Bytes, PAGE_SIZE};
 
 pub use backend::faults::{Fault, Faults};
-pub use backend::os;
 use backend::{Backend, Completer, ReadOp};
 use cache::{Cache, Lookup};
 use file::{FileData, Identity};
@@ -212,7 +212,7 @@ impl Engine {
                         }
                     };
                     reg.ids.insert(key, (id, opened.identity));
-                    let (ra, io) = crate::kernel::capture::device_limits(path);
+                    let (ra, io) = crate::os::device_limits(path);
                     let (lease, no_lease) = file::Lease::new(&opened.fd, inner.config.leases);
                     if let Some(why) = no_lease {
                         inner.note_fallback(format!(

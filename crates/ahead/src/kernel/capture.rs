@@ -209,31 +209,10 @@ pub fn kernel_release() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-/// The readahead limits of the device holding `path`: `(read_ahead_kb, max_sectors_kb)`, from
-/// sysfs, when there is a block device behind it.
-pub fn device_limits(path: &Path) -> (Option<u64>, Option<u64>) {
-    let Ok(meta) = std::fs::metadata(path) else {
-        return (None, None);
-    };
-    let (ma, mi) = (libc::major(meta.dev()), libc::minor(meta.dev()));
-    let read = |p: PathBuf| -> Option<u64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
-    let block = PathBuf::from(format!("/sys/dev/block/{ma}:{mi}"));
-    // A partition's queue is its disk's.
-    let queue = [block.join("queue"), block.join("../queue")]
-        .into_iter()
-        .find(|q| q.is_dir());
-    let ra = read(PathBuf::from(format!(
-        "/sys/class/bdi/{ma}:{mi}/read_ahead_kb"
-    )))
-    .or_else(|| read(queue.as_ref()?.join("read_ahead_kb")));
-    let io = queue.and_then(|q| read(q.join("max_sectors_kb")));
-    (ra, io)
-}
-
 /// Describe a traced file for `meta.json`.
 pub fn traced_file(path: &Path) -> Result<TracedFile, String> {
     let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let (ra_max_kb, io_max_kb) = device_limits(path);
+    let (ra_max_kb, io_max_kb) = crate::os::device_limits(path);
     Ok(TracedFile {
         path: path.display().to_string(),
         dev: format!("{}:{}", libc::major(meta.dev()), libc::minor(meta.dev())),

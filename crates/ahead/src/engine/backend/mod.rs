@@ -10,7 +10,6 @@
 //! A backend is handed [`ReadOp`]s and reports each one, once, to [`Completer::complete`].
 
 pub mod faults;
-pub mod os;
 pub mod sync;
 pub mod threads;
 pub mod uring;

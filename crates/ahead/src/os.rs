@@ -1,15 +1,18 @@
 //! The system calls ahead makes besides the reads themselves, each wrapped once behind a safe
 //! function: opening with `O_DIRECT`, `fstat`/`statx`, `fadvise`, `statfs`, `getrusage`,
 //! `pread` into a page-aligned buffer, `mincore`, `mount`, and read leases (`fcntl` and the
-//! signal handler their breaks come to). With the backends and the cache,
+//! signal handler their breaks come to), and the device limits sysfs gives. With the backends and
+//! the cache,
 //! this is the only place `unsafe` is written; the rest of the library and the command line
-//! call these. Public as [`crate::os`].
+//! call these. A module of the crate's top level: the engine, the kernel tracer and the command
+//! line all use it.
 
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
 
 fn c_path(path: &Path) -> io::Result<CString> {
     CString::new(path.as_os_str().as_bytes()).map_err(|_| {
@@ -387,8 +390,6 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-pub use super::uring::queue_depth_reads;
-
 // ---------------------------------------------------------------------------------------------
 // Read leases.
 //
@@ -567,4 +568,25 @@ pub fn fd_fs_type(fd: BorrowedFd<'_>) -> io::Result<i64> {
         return Err(io::Error::last_os_error());
     }
     Ok(st.f_type as i64)
+}
+
+/// The readahead limits of the device holding `path`: `(read_ahead_kb, max_sectors_kb)`, from
+/// sysfs, when there is a block device behind it.
+pub fn device_limits(path: &Path) -> (Option<u64>, Option<u64>) {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return (None, None);
+    };
+    let (ma, mi) = (libc::major(meta.dev()), libc::minor(meta.dev()));
+    let read = |p: PathBuf| -> Option<u64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
+    let block = PathBuf::from(format!("/sys/dev/block/{ma}:{mi}"));
+    // A partition's queue is its disk's.
+    let queue = [block.join("queue"), block.join("../queue")]
+        .into_iter()
+        .find(|q| q.is_dir());
+    let ra = read(PathBuf::from(format!(
+        "/sys/class/bdi/{ma}:{mi}/read_ahead_kb"
+    )))
+    .or_else(|| read(queue.as_ref()?.join("read_ahead_kb")));
+    let io = queue.and_then(|q| read(q.join("max_sectors_kb")));
+    (ra, io)
 }
