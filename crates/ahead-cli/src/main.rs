@@ -825,21 +825,21 @@ fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
     // Like cat: a file that fails is reported, and the others are still written.
     let mut errors: Vec<String> = Vec::new();
     'files: for path in &a.paths {
+        // No size to read ahead in (a device, a FIFO, a procfs or sysfs file): read it
+        // plainly to its end, as cat does.
+        if let Ok(Some(_)) = ahead::engine::sizeless(path) {
+            match copy_plainly(path, &mut out) {
+                Ok(()) => {}
+                Err(CopyError::Write(e)) if e.kind() == ErrorKind::BrokenPipe => break 'files,
+                Err(CopyError::Write(e)) => {
+                    return Err(runtime(format!("cannot write to stdout: {e}")))
+                }
+                Err(CopyError::Read(e)) => errors.push(format!("{}: {e}", path.display())),
+            }
+            continue;
+        }
         let file = match engine.open(path) {
             Ok(f) => f,
-            // No size to read ahead in (a device, a FIFO, a procfs or sysfs file): read it
-            // plainly to its end, as cat does.
-            Err(e) if e.kind() == ErrorKind::Unsupported => {
-                match copy_plainly(path, &mut out) {
-                    Ok(()) => {}
-                    Err(CopyError::Write(e)) if e.kind() == ErrorKind::BrokenPipe => break 'files,
-                    Err(CopyError::Write(e)) => {
-                        return Err(runtime(format!("cannot write to stdout: {e}")))
-                    }
-                    Err(CopyError::Read(e)) => errors.push(format!("{}: {e}", path.display())),
-                }
-                continue;
-            }
             Err(e) => {
                 errors.push(e.to_string());
                 continue;

@@ -142,23 +142,56 @@ pub(crate) fn size_and_mtime(fd: &OwnedFd) -> io::Result<(u64, i64)> {
     ))
 }
 
-/// Whether `fd` is on a filesystem whose files make their content when read (procfs, sysfs,
-/// debugfs, tracefs, cgroupfs, configfs, securityfs, efivarfs, bpffs): `stat` gives them size
-/// 0, or a size unrelated to what a read returns.
-fn is_pseudo_fs(fd: std::os::fd::BorrowedFd<'_>) -> bool {
-    const PSEUDO: [i64; 10] = [
-        0x9fa0,      // proc
-        0x6265_6572, // sysfs
-        0x6462_6720, // debugfs
-        0x7472_6163, // tracefs
-        0x0027_e0eb, // cgroup
-        0x6367_7270, // cgroup2
-        0x6265_6570, // configfs
-        0x7363_6673, // securityfs
-        0xde5e_81e4, // efivarfs
-        0xcafe_4a11, // bpf
-    ];
-    os::fd_fs_type(fd).is_ok_and(|t| PSEUDO.contains(&t))
+/// Filesystems whose files make their content when read (procfs, sysfs, debugfs, tracefs,
+/// cgroupfs, configfs, securityfs, efivarfs, bpffs): `stat` gives them size 0, or a size
+/// unrelated to what a read returns.
+const PSEUDO_FS: [i64; 10] = [
+    0x9fa0,      // proc
+    0x6265_6572, // sysfs
+    0x6462_6720, // debugfs
+    0x7472_6163, // tracefs
+    0x0027_e0eb, // cgroup
+    0x6367_7270, // cgroup2
+    0x6265_6570, // configfs
+    0x7363_6673, // securityfs
+    0xde5e_81e4, // efivarfs
+    0xcafe_4a11, // bpf
+];
+
+/// Why a file of type `kind` (`st_mode & S_IFMT`) and `size` bytes, on a filesystem of type
+/// `fs` (asked only for size 0), has no size to read ahead in; `None` if it has one.
+fn sizeless_why(kind: libc::mode_t, size: i64, fs: Option<i64>) -> Option<&'static str> {
+    if kind != libc::S_IFREG {
+        return Some(
+            "not a regular file: devices, FIFOs and sockets have no size to read ahead in",
+        );
+    }
+    if size == 0 && fs.is_some_and(|t| PSEUDO_FS.contains(&t)) {
+        return Some(
+            "a file of procfs, sysfs or the like: its size (0) says nothing of what a read returns, so there is nothing to read ahead in",
+        );
+    }
+    None
+}
+
+/// Why `path` has no size to read ahead in (a device, a FIFO, a socket, a procfs or sysfs
+/// file), which [`super::Engine::open`] refuses with `ErrorKind::Unsupported`; `None` for a
+/// file it reads (or a directory, which it refuses as `EISDIR`). From `stat` and `statfs`: the
+/// file is not opened, so a FIFO's writer is neither waited for nor robbed of its data. A
+/// caller like `cat` reads such a file plainly instead.
+pub fn sizeless(path: &Path) -> io::Result<Option<String>> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata(path).map_err(|e| with_path(path, e))?;
+    let kind = meta.mode() & libc::S_IFMT;
+    if kind == libc::S_IFDIR {
+        return Ok(None);
+    }
+    let fs = if meta.size() == 0 {
+        os::fs_type(path).ok()
+    } else {
+        None
+    };
+    Ok(sizeless_why(kind, meta.size() as i64, fs).map(String::from))
 }
 
 /// Open `path` for reading: a regular file, with `O_DIRECT` unless `allow_direct` is false or
@@ -172,22 +205,15 @@ pub(crate) fn open(path: &Path, allow_direct: bool) -> io::Result<Opened> {
     if kind == libc::S_IFDIR {
         return Err(with_path(path, io::Error::from_raw_os_error(libc::EISDIR)));
     }
-    if kind != libc::S_IFREG {
+    let fs = if st.st_size == 0 {
+        os::fd_fs_type(plain.as_fd()).ok()
+    } else {
+        None
+    };
+    if let Some(why) = sizeless_why(kind, st.st_size, fs) {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
-            format!(
-                "{}: not a regular file: devices, FIFOs and sockets have no size to read ahead in (read it plainly)",
-                path.display()
-            ),
-        ));
-    }
-    if st.st_size == 0 && is_pseudo_fs(plain.as_fd()) {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            format!(
-                "{}: a file of procfs, sysfs or the like: its size (0) says nothing of what a read returns, so there is nothing to read ahead in (read it plainly)",
-                path.display()
-            ),
+            format!("{}: {why} (read it plainly)", path.display()),
         ));
     }
     let identity = Identity {

@@ -77,6 +77,7 @@ const PAGE: usize = PAGE_SIZE as usize;
 pub use builder::{
     BackendChoice, EngineBuilder, DEFAULT_BUDGET, DEFAULT_POLICY, DEFAULT_THREADS, MIN_BUDGET,
 };
+pub use file::sizeless;
 use meter::Meter;
 pub use reader::File;
 use reader::PolicyState;
