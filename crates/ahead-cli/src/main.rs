@@ -10,23 +10,30 @@ use std::process::ExitCode;
 use ahead::kernel::{self, capture, TraceDir};
 use ahead::paper;
 use ahead::pattern::Pattern;
-use ahead::policy::{PolicyConfig, Window, ORACLE, POLICIES};
+use ahead::policy::{PolicyConfig, Window, ORACLE};
 use ahead::report;
 use ahead::sim::{self, DeviceModel, RunReport, SimConfig};
 use ahead::units::PAGE_SIZE;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod bench;
 use serde_json::json;
 
-const AFTER_HELP: &str = "\
-Policies: none, fixed, linux-2.6.0, linux-2.6.7, pratt, linux-ondemand, adaptive, oracle (or
-          'all'). The oracle (knows the whole trace: the lower bound) always runs beside the
-          others, and vs_oracle is each policy's modelled time over the oracle's.
-Patterns: paper:read=R,seek=S,repeat=N  seq  reverse  stride  random  interleaved  shuffled
-          manyfiles  skips  merge  iozone:{read,reread,reverse,stride,random,mix,pread}
-          each with optional :size=64m,bs=4k,... (see the pattern module docs).
-Devices:  nvme (this machine), hdd, remote (an object store).";
+/// The help after `sim`'s and `replay`'s options, from the registries: every policy, pattern
+/// and device model as the library lists them.
+fn after_help() -> String {
+    let policies: Vec<&str> = ahead::policy::names().collect();
+    let devices: Vec<&str> = DeviceModel::PRESETS.iter().map(|d| d.name).collect();
+    format!(
+        "Policies: {} (or 'all'). The oracle (knows the whole trace: the lower bound) always runs
+          beside the others, and vs_oracle is each policy's modelled time over the oracle's.
+Patterns: {}, each with optional :size=64m,bs=4k,... (see the pattern module docs).
+Devices:  {} (nvme models this machine).",
+        policies.join(", "),
+        ahead::pattern::PATTERN_NAMES.join(", "),
+        devices.join(", ")
+    )
+}
 
 #[derive(Parser)]
 #[command(
@@ -42,10 +49,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Simulate policies on a pattern, or reproduce the 2004 paper's Figures 4-10 (the default).
-    #[command(after_help = AFTER_HELP)]
     Sim(SimArgs),
     /// Simulate policies on a recorded trace (strace log or CSV). Never opens the traced files.
-    #[command(after_help = AFTER_HELP)]
     Replay(ReplayArgs),
     /// Run a command under strace and write the log `replay` reads; with --kernel, also record
     /// the live kernel's readahead decisions (or run a pattern for real) into a directory.
@@ -122,11 +127,17 @@ struct CatArgs {
     /// Print the engine's statistics to stderr at the end.
     #[arg(long)]
     stats: bool,
-    /// Largest readahead window in KiB (default: sized for the device).
-    #[arg(long)]
+    /// Largest readahead window (8m, ...; default: sized for the device).
+    #[arg(long, conflicts_with = "ra_max_kb")]
+    ra_max: Option<String>,
+    /// The old spelling of --ra-max, in KiB.
+    #[arg(long, hide = true)]
     ra_max_kb: Option<u64>,
-    /// Largest single read in KiB (default: the device's max_sectors_kb).
-    #[arg(long)]
+    /// Largest single read (4m, ...; default: the device's max_sectors_kb).
+    #[arg(long, conflicts_with = "io_max_kb")]
+    io_max: Option<String>,
+    /// The old spelling of --io-max, in KiB.
+    #[arg(long, hide = true)]
     io_max_kb: Option<u64>,
     /// Take no read lease on the files: every read checks the file's size with fstat, and a
     /// writer's open never waits for ahead (nor is refused, with O_NONBLOCK).
@@ -139,23 +150,36 @@ struct ModelArgs {
     /// Policy to run, or 'all'.
     #[arg(long, default_value = "all")]
     policy: String,
-    /// Page cache size in MiB.
-    #[arg(long, default_value_t = 256)]
-    cache_mb: u64,
+    /// Page cache size (64m, 1g, ...; default 256m).
+    #[arg(long, conflicts_with = "cache_mb")]
+    cache: Option<String>,
+    /// The old spelling of --cache, in MiB.
+    #[arg(long, hide = true)]
+    cache_mb: Option<u64>,
     /// Device model: nvme, hdd or remote.
     #[arg(long, default_value = "nvme")]
     device: String,
-    /// Maximum readahead window in KiB (the device's read_ahead_kb). Default 128; `replay`
-    /// reads it from sysfs (or the trace directory) when the traced files are on this machine.
-    #[arg(long)]
+    /// Maximum readahead window (the device's read_ahead_kb; 128k, 8m, ...). Default 128k;
+    /// `replay` reads it from sysfs (or the trace directory) when the traced files are on this
+    /// machine.
+    #[arg(long, conflicts_with = "ra_max_kb")]
+    ra_max: Option<String>,
+    /// The old spelling of --ra-max, in KiB.
+    #[arg(long, hide = true)]
     ra_max_kb: Option<u64>,
-    /// Largest single I/O in KiB (the device's max_sectors_kb); defaults to the window, or to
-    /// sysfs like --ra-max-kb.
-    #[arg(long)]
+    /// Largest single I/O (the device's max_sectors_kb); defaults to the window, or to sysfs
+    /// like --ra-max.
+    #[arg(long, conflicts_with = "io_max_kb")]
+    io_max: Option<String>,
+    /// The old spelling of --io-max, in KiB.
+    #[arg(long, hide = true)]
     io_max_kb: Option<u64>,
-    /// Window of the `fixed` policy in KiB.
-    #[arg(long, default_value_t = 128)]
-    fixed_kb: u64,
+    /// Window of the `fixed` policy (default 128k).
+    #[arg(long, conflicts_with = "fixed_kb")]
+    fixed: Option<String>,
+    /// The old spelling of --fixed, in KiB.
+    #[arg(long, hide = true)]
+    fixed_kb: Option<u64>,
     /// Largest page cache folio order linux-ondemand uses (default 9 = 2 MiB, as ext4/xfs on
     /// Linux 6.16+; 0 = no large folios, as older kernels).
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=20))]
@@ -250,7 +274,14 @@ fn runtime(e: impl Into<String>) -> Failure {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let help = after_help();
+    let command = Cli::command()
+        .mut_subcommand("sim", |c| c.after_help(help.clone()))
+        .mut_subcommand("replay", |c| c.after_help(help.clone()));
+    let cli = match Cli::from_arg_matches(&command.get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let outcome = match cli.command {
         Command::Sim(a) => cmd_sim(a),
         Command::Replay(a) => cmd_replay(a),
@@ -290,22 +321,75 @@ struct Defaults {
     folio_max_order: Option<u8>,
 }
 
+/// A size flag in the one syntax (`--cache 64m`), or its old spelling in a fixed unit
+/// (`--cache-mb 64`, `unit` = 1 MiB): bytes, if either was given.
+fn size_flag(
+    flag: &str,
+    new: &Option<String>,
+    old: Option<u64>,
+    unit: u64,
+) -> Result<Option<u64>, Failure> {
+    match (new, old) {
+        (Some(text), _) => ahead::units::parse_size(text)
+            .map(|b| Some(b.0))
+            .map_err(|e| usage(format!("--{flag}: {e}"))),
+        (None, Some(n)) => n
+            .checked_mul(unit)
+            .map(Some)
+            .ok_or_else(|| usage(format!("--{flag}: too large"))),
+        (None, None) => Ok(None),
+    }
+}
+
+/// A size for a header line: whole MiB where it is, else KiB.
+fn show_size(bytes: u64) -> String {
+    if bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{} KiB", bytes >> 10)
+    }
+}
+
 impl ModelArgs {
+    /// The page cache's size in bytes.
+    fn cache_bytes(&self) -> Result<u64, Failure> {
+        let b = size_flag("cache", &self.cache, self.cache_mb, 1 << 20)?.unwrap_or(256 << 20);
+        if b < PAGE_SIZE {
+            return Err(usage("--cache must be at least one page (4k)"));
+        }
+        Ok(b)
+    }
+
+    /// --ra-max in KiB, if given.
+    fn ra_max_kb(&self) -> Result<Option<u64>, Failure> {
+        Ok(size_flag("ra-max", &self.ra_max, self.ra_max_kb, 1 << 10)?.map(|b| b >> 10))
+    }
+
+    /// --io-max in KiB, if given.
+    fn io_max_kb(&self) -> Result<Option<u64>, Failure> {
+        Ok(size_flag("io-max", &self.io_max, self.io_max_kb, 1 << 10)?.map(|b| b >> 10))
+    }
+
     fn config(&self) -> Result<SimConfig, Failure> {
         self.config_with(Defaults::default())
     }
 
     /// The window the run uses, in KiB.
     fn ra_kb(&self, d: Defaults) -> u64 {
-        self.ra_max_kb.or(d.ra_max_kb).unwrap_or(128)
+        self.ra_max_kb()
+            .ok()
+            .flatten()
+            .or(d.ra_max_kb)
+            .unwrap_or(128)
     }
 
     fn config_with(&self, d: Defaults) -> Result<SimConfig, Failure> {
         let device = DeviceModel::preset(&self.device).map_err(usage)?;
         let kb_pages = |kb: u64| kb * 1024 / PAGE_SIZE;
-        if self.cache_mb == 0 {
-            return Err(usage("--cache-mb must be at least 1"));
-        }
+        let cache_bytes = self.cache_bytes()?;
+        let ra_max_kb = self.ra_max_kb()?;
+        let fixed_kb =
+            size_flag("fixed", &self.fixed, self.fixed_kb, 1 << 10)?.map_or(128, |b| b >> 10);
         if !(self.compute_us >= 0.0 && self.compute_us.is_finite()) {
             return Err(usage(
                 "--compute-us must be a number of microseconds, 0 or more",
@@ -313,22 +397,22 @@ impl ModelArgs {
         }
         let ra_kb = self.ra_kb(d);
         if ra_kb > 1 << 30 {
-            return Err(usage("--ra-max-kb is too large"));
+            return Err(usage("--ra-max is too large"));
         }
         let ra = kb_pages(ra_kb);
-        let io_kb = self.io_max_kb.or(if self.ra_max_kb.is_some() {
+        let io_kb = self.io_max_kb()?.or(if ra_max_kb.is_some() {
             None
         } else {
             d.io_max_kb
         });
         Ok(SimConfig {
-            cache_pages: (self.cache_mb << 20) as usize / PAGE_SIZE as usize,
+            cache_pages: (cache_bytes / PAGE_SIZE) as usize,
             device,
             compute_ns_per_page: (self.compute_us * 1000.0) as u64,
             policy: PolicyConfig {
                 ra_max_pages: ra,
                 io_max_pages: io_kb.map(kb_pages).unwrap_or(ra),
-                fixed_pages: kb_pages(self.fixed_kb),
+                fixed_pages: kb_pages(fixed_kb),
                 folio_max_order: self
                     .folio_max_order
                     .or(d.folio_max_order)
@@ -349,23 +433,17 @@ impl ModelArgs {
 
     fn chosen_policies(&self) -> Result<Vec<&'static str>, Failure> {
         if self.policy == "all" {
-            return Ok(POLICIES.iter().map(|(n, _)| *n).collect());
+            return Ok(ahead::policy::names().collect());
         }
         self.policy
             .split(',')
             .map(|name| {
-                POLICIES
-                    .iter()
-                    .map(|(n, _)| *n)
+                ahead::policy::names()
                     .find(|n| *n == name.trim())
                     .ok_or_else(|| {
                         usage(format!(
                             "unknown policy '{name}'; known policies: {}, or all",
-                            POLICIES
-                                .iter()
-                                .map(|(n, _)| *n)
-                                .collect::<Vec<_>>()
-                                .join(", ")
+                            ahead::policy::names().collect::<Vec<_>>().join(", ")
                         ))
                     })
             })
@@ -423,9 +501,9 @@ fn cmd_sim(a: SimArgs) -> Result<String, Failure> {
     } else {
         writeln!(
             out,
-            "pattern {spec}, device {}, cache {} MiB, max window {} KiB",
+            "pattern {spec}, device {}, cache {}, max window {} KiB",
             config.device,
-            a.model.cache_mb,
+            show_size(config.cache_pages as u64 * PAGE_SIZE),
             a.model.ra_kb(Defaults::default())
         )
         .ok();
@@ -551,13 +629,13 @@ fn cmd_replay(a: ReplayArgs) -> Result<String, Failure> {
     let ra_kb = a.model.ra_kb(defaults);
     writeln!(
         out,
-        "trace {}: {} reads over {} files; device {}, cache {} MiB, max window {ra_kb} KiB{}",
+        "trace {}: {} reads over {} files; device {}, cache {}, max window {ra_kb} KiB{}",
         a.file.display(),
         trace.reads(),
         trace.files.len(),
         config.device,
-        a.model.cache_mb,
-        if a.model.ra_max_kb.is_none() && !from.is_empty() {
+        show_size(config.cache_pages as u64 * PAGE_SIZE),
+        if a.model.ra_max_kb().ok().flatten().is_none() && !from.is_empty() {
             format!(" ({from})")
         } else {
             String::new()
@@ -654,7 +732,7 @@ fn cmd_trace_kernel(a: TraceArgs) -> Result<String, Failure> {
 
 /// The policy `compare` shows beside the kernel model by default.
 fn default_instead() -> &'static str {
-    if POLICIES.iter().any(|(n, _)| *n == "adaptive") {
+    if ahead::policy::names().any(|n| n == "adaptive") {
         "adaptive"
     } else {
         "pratt"
@@ -804,17 +882,17 @@ fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
         .backend(backend)
         .budget(budget)
         .leases(!a.no_lease);
-    if let Some(kb) = a.ra_max_kb {
-        if kb == 0 {
-            return Err(usage("--ra-max-kb must be at least 1"));
+    if let Some(b) = size_flag("ra-max", &a.ra_max, a.ra_max_kb, 1 << 10)? {
+        if b < 1 << 10 {
+            return Err(usage("--ra-max must be at least 1k"));
         }
-        builder = builder.ra_max_kb(kb);
+        builder = builder.ra_max_kb(b >> 10);
     }
-    if let Some(kb) = a.io_max_kb {
-        if kb < 4 {
-            return Err(usage("--io-max-kb must be at least 4 (one page)"));
+    if let Some(b) = size_flag("io-max", &a.io_max, a.io_max_kb, 1 << 10)? {
+        if b < PAGE_SIZE {
+            return Err(usage("--io-max must be at least 4k (one page)"));
         }
-        builder = builder.io_max_kb(kb);
+        builder = builder.io_max_kb(b >> 10);
     }
     let engine = builder.build().map_err(|e| match e.kind() {
         ErrorKind::InvalidInput => usage(e.to_string()),

@@ -528,6 +528,97 @@ fn cat_of_more_than_the_budget_stays_within_budget_plus_32_mib() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Sizes take one syntax everywhere (64m, 512k); the old spellings in fixed units are aliases
+/// that give the same run; giving both is refused.
+#[test]
+fn sizes_take_one_syntax_and_the_old_spellings_still_work() {
+    let new = ahead(&[
+        "sim",
+        "--pattern",
+        "seq:size=16m",
+        "--cache",
+        "64m",
+        "--ra-max",
+        "8m",
+        "--io-max",
+        "1m",
+        "--fixed",
+        "256k",
+        "--json",
+    ]);
+    let old = ahead(&[
+        "sim",
+        "--pattern",
+        "seq:size=16m",
+        "--cache-mb",
+        "64",
+        "--ra-max-kb",
+        "8192",
+        "--io-max-kb",
+        "1024",
+        "--fixed-kb",
+        "256",
+        "--json",
+    ]);
+    assert!(new.status.success(), "{new:?}");
+    assert_eq!(new.stdout, old.stdout);
+    let other = ahead(&[
+        "sim",
+        "--pattern",
+        "seq:size=16m",
+        "--cache",
+        "32m",
+        "--json",
+    ]);
+    assert_ne!(new.stdout, other.stdout, "--cache changes nothing");
+    let both = ahead(&[
+        "sim",
+        "--pattern",
+        "seq",
+        "--cache",
+        "64m",
+        "--cache-mb",
+        "64",
+    ]);
+    assert_eq!(both.status.code(), Some(2));
+    let bad = ahead(&["sim", "--pattern", "seq", "--cache", "64q"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("--cache"),
+        "{bad:?}"
+    );
+}
+
+/// The registry drives the help and the lookups: every registered policy, pattern and device
+/// is named in `sim --help`, and every policy but the oracle runs by its name in `sim` and `cat`.
+#[test]
+fn the_registries_drive_the_help_and_the_lookups() {
+    let help = String::from_utf8(ahead(&["sim", "--help"]).stdout).unwrap();
+    for p in ahead::policy::POLICIES {
+        assert!(help.contains(p.name), "{} missing from sim --help", p.name);
+        let out = ahead(&["sim", "--pattern", "seq:size=1m", "--policy", p.name]);
+        assert!(out.status.success(), "{}: {out:?}", p.name);
+    }
+    for p in ahead::pattern::PATTERN_NAMES {
+        assert!(help.contains(p), "{p} missing from sim --help");
+    }
+    for d in ahead::sim::DeviceModel::PRESETS {
+        assert!(help.contains(d.name), "{} missing from sim --help", d.name);
+    }
+    let dir = tmpdir("registry-cat");
+    let f = dir.join("f");
+    std::fs::write(&f, vec![7u8; 100_000]).unwrap();
+    for p in ahead::policy::POLICIES.iter().filter(|p| p.make.is_some()) {
+        let out = ahead(&["cat", "--policy", p.name, f.to_str().unwrap()]);
+        assert!(
+            out.status.success() && out.stdout.len() == 100_000,
+            "{}: {out:?}",
+            p.name
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Files whose size says nothing of their content are read to their end with plain reads, as
 /// cat reads them: procfs and sysfs files (size 0), a character device, a FIFO.
 #[test]

@@ -122,8 +122,8 @@ fn main() {
         let (a, o) = (m("adaptive"), m(ORACLE));
         let (name, f) = ahead::policy::POLICIES
             .iter()
-            .filter(|(p, _)| *p != ORACLE && *p != "adaptive")
-            .map(|(p, _)| (*p, m(p)))
+            .filter(|p| p.name != ORACLE && p.name != "adaptive")
+            .map(|p| (p.name, m(p.name)))
             .min_by(|x, y| x.1.modeled_ms.total_cmp(&y.1.modeled_ms))
             .expect("policies");
         println!(

@@ -15,7 +15,6 @@
 
 use crate::pattern::Pattern;
 use crate::policy::Hint;
-use crate::policy::POLICIES;
 use crate::sim::{self, Accounting, RunReport, SimConfig};
 use crate::workload::{Event, Workload};
 
@@ -222,7 +221,7 @@ pub struct FigureResult {
 
 /// Run every figure through `policies` (all of them if empty).
 pub fn reproduce(policies: &[&str], config: SimConfig) -> Result<Vec<FigureResult>, String> {
-    let all: Vec<&str> = POLICIES.iter().map(|(n, _)| *n).collect();
+    let all: Vec<&str> = crate::policy::names().collect();
     let policies = if policies.is_empty() {
         &all[..]
     } else {

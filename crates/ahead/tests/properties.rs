@@ -71,7 +71,7 @@ proptest! {
 
     #[test]
     fn cold_cache_invariants(spec in spec(), policy in 0..POLICIES.len()) {
-        let policy = POLICIES[policy].0;
+        let policy = POLICIES[policy].name;
         let pattern = Pattern::parse(&spec).unwrap();
         let unique = unique_pages(&pattern);
         // A cache that never evicts: every page read stays, so the cache shows all I/O.
@@ -112,7 +112,7 @@ proptest! {
         };
         let pattern = Pattern::parse(&spec).unwrap();
         let oracle = sim::run(ahead::policy::ORACLE, config, pattern.workload()).unwrap().faithful;
-        for (policy, _) in POLICIES.iter().filter(|(p, _)| *p != ahead::policy::ORACLE) {
+        for policy in POLICIES.iter().map(|p| p.name).filter(|p| *p != ahead::policy::ORACLE) {
             let m = sim::run(policy, config, pattern.workload()).unwrap().faithful;
             prop_assert!(
                 oracle.modeled_ms <= m.modeled_ms * 1.005,
@@ -124,7 +124,7 @@ proptest! {
 
     #[test]
     fn same_input_same_output(spec in spec(), policy in 0..POLICIES.len()) {
-        let policy = POLICIES[policy].0;
+        let policy = POLICIES[policy].name;
         let pattern = Pattern::parse(&spec).unwrap();
         let a = sim::run(policy, SimConfig::default(), pattern.workload()).unwrap();
         let b = sim::run(policy, SimConfig::default(), pattern.workload()).unwrap();
@@ -133,7 +133,7 @@ proptest! {
 
     #[test]
     fn cache_never_exceeds_capacity(spec in spec(), policy in 0..POLICIES.len(), capacity in 1usize..64) {
-        let policy = POLICIES[policy].0;
+        let policy = POLICIES[policy].name;
         let pattern = Pattern::parse(&spec).unwrap();
         let config = SimConfig { cache_pages: capacity, ..SimConfig::default() };
         let mut sim = Simulator::new(policy, config).unwrap();
@@ -162,7 +162,7 @@ proptest! {
     #[test]
     fn byte_granular_reads_never_go_past_eof(file in byte_reads(), policy in 0..POLICIES.len()) {
         let (size, reads) = file;
-        let policy = POLICIES[policy].0;
+        let policy = POLICIES[policy].name;
         let mut sim = Simulator::new(policy, SimConfig { cache_pages: 1 << 20, ..SimConfig::default() }).unwrap();
         let events = std::iter::once(Event::Open { handle: 0, file: 0 }).chain(reads.into_iter().map(
             |(offset, len)| Event::Read { handle: 0, offset: ahead::Bytes(offset), len: ahead::Bytes(len) },

@@ -186,7 +186,7 @@ fn adaptive_keeps_up_with_the_fastest_policy_on_real_programs_and_none_beats_the
                 );
                 let results: Vec<(&str, Metrics)> = POLICIES
                     .iter()
-                    .map(|(p, _)| (*p, run(p, config, t)))
+                    .map(|p| (p.name, run(p.name, config, t)))
                     .collect();
                 let get = |p: &str| &results.iter().find(|(n, _)| *n == p).unwrap().1;
                 let (oracle, adaptive) = (get(ORACLE), get("adaptive"));

@@ -1395,3 +1395,10 @@ impl Policy for Adaptive {
         }
     }
 }
+
+/// This policy's entry in the registry ([`super::POLICIES`]).
+pub(super) const REGISTERED: super::Registered = super::Registered {
+    name: "adaptive",
+    about: "ahead's own: streams per file, backward and strided, sized for the device",
+    make: Some(|c| Box::new(Adaptive::new(c))),
+};

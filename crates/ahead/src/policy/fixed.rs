@@ -44,3 +44,10 @@ impl Policy for Fixed {
         }
     }
 }
+
+/// This policy's entry in the registry ([`super::POLICIES`]).
+pub(super) const REGISTERED: super::Registered = super::Registered {
+    name: "fixed",
+    about: "read the request plus a fixed number of pages after it",
+    make: Some(|c| Box::new(Fixed::new(c.fixed_pages))),
+};

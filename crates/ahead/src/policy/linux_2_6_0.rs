@@ -171,3 +171,10 @@ impl Policy for Linux260 {
         }
     }
 }
+
+/// This policy's entry in the registry ([`super::POLICIES`]).
+pub(super) const REGISTERED: super::Registered = super::Registered {
+    name: "linux-2.6.0",
+    about: "Linux 2.6.0: the paper's Figure 1, called once per page",
+    make: Some(|c| Box::new(Linux260::new(c.ra_max_pages))),
+};

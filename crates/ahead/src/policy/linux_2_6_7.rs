@@ -213,3 +213,10 @@ impl Policy for Linux267 {
         }
     }
 }
+
+/// This policy's entry in the registry ([`super::POLICIES`]).
+pub(super) const REGISTERED: super::Registered = super::Registered {
+    name: "linux-2.6.7",
+    about: "Linux 2.6.7: the paper's Figure 2 with its simplification",
+    make: Some(|c| Box::new(Linux267::new(c.ra_max_pages))),
+};

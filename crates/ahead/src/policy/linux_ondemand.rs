@@ -324,6 +324,14 @@ impl Policy for LinuxOndemand {
     }
 }
 
+
+/// This policy's entry in the registry ([`super::POLICIES`]).
+pub(super) const REGISTERED: super::Registered = super::Registered {
+    name: "linux-ondemand",
+    about: "today's Linux on-demand readahead with markers and context readahead",
+    make: Some(|c| Box::new(LinuxOndemand::new(c.ra_max_pages, c.io_max_pages, c.folio_max_order))),
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

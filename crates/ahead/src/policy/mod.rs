@@ -16,14 +16,28 @@
 //!
 //! One file per policy, each opening with a comment that tells its algorithm and its source.
 
-mod adaptive;
-mod fixed;
-mod linux_2_6_0;
-mod linux_2_6_7;
-mod linux_ondemand;
-mod none;
-pub mod oracle;
-mod pratt;
+/// The registry: every policy, in the order tables list them. A policy is one file (its
+/// state machine and its `REGISTERED` entry: name, one line on what it does, how to make one)
+/// plus its module's name here; the command line's help, its lookups, the engine's checks and
+/// the tests' loops over every policy all come from [`POLICIES`].
+macro_rules! registry {
+    ($($vis:vis $module:ident),* $(,)?) => {
+        $($vis mod $module;)*
+        /// Every policy the project knows, in order (see [`Registered`]).
+        pub const POLICIES: &[Registered] = &[$($module::REGISTERED),*];
+    };
+}
+
+registry!(
+    none,
+    fixed,
+    linux_2_6_0,
+    linux_2_6_7,
+    pratt,
+    linux_ondemand,
+    adaptive,
+    pub oracle,
+);
 
 pub use adaptive::Adaptive;
 pub use fixed::Fixed;
@@ -323,76 +337,47 @@ impl Default for PolicyConfig {
     }
 }
 
-/// Every policy the project knows, by command-line name, with a one-line description.
-pub const POLICIES: &[(&str, &str)] = &[
-    ("none", "read exactly what is asked, nothing more"),
-    (
-        "fixed",
-        "read the request plus a fixed number of pages after it",
-    ),
-    (
-        "linux-2.6.0",
-        "Linux 2.6.0: the paper's Figure 1, called once per page",
-    ),
-    (
-        "linux-2.6.7",
-        "Linux 2.6.7: the paper's Figure 2 with its simplification",
-    ),
-    (
-        "pratt",
-        "Steven Pratt's simplified readahead, as merged in 2.6.11",
-    ),
-    (
-        "linux-ondemand",
-        "today's Linux on-demand readahead with markers and context readahead",
-    ),
-    (
-        "adaptive",
-        "ahead's own: streams per file, backward and strided, sized for the device",
-    ),
-    (
-        "oracle",
-        "the lower bound: knows the whole trace, reads exactly what will be used (simulator only)",
-    ),
-];
+/// One policy in the registry: its command-line name, a line on what it does, and how to make a
+/// fresh per-file instance from the settings (`None` for the oracle, which needs the whole
+/// trace: only the simulator's `run_workload` builds it).
+#[derive(Clone, Copy)]
+pub struct Registered {
+    /// The command-line name.
+    pub name: &'static str,
+    /// What it does, in one line (help texts).
+    pub about: &'static str,
+    /// A fresh instance for one open file.
+    pub make: Option<fn(PolicyConfig) -> Box<dyn Policy>>,
+}
+
+/// The registered names, in order.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    POLICIES.iter().map(|p| p.name)
+}
 
 /// The policy that sees the whole trace; only the simulator can build it.
 pub const ORACLE: &str = "oracle";
 
 /// Make a fresh per-file instance of the policy called `name`.
 pub fn by_name(name: &str, config: PolicyConfig) -> Result<Box<dyn Policy>, String> {
-    Ok(match name {
-        "none" => Box::new(NoReadahead),
-        "fixed" => Box::new(Fixed::new(config.fixed_pages)),
-        "linux-2.6.0" => Box::new(Linux260::new(config.ra_max_pages)),
-        "linux-2.6.7" => Box::new(Linux267::new(config.ra_max_pages)),
-        "pratt" => Box::new(Pratt::new(config.ra_max_pages)),
-        "linux-ondemand" => Box::new(LinuxOndemand::new(
-            config.ra_max_pages,
-            config.io_max_pages,
-            config.folio_max_order,
+    match POLICIES.iter().find(|p| p.name == name) {
+        Some(Registered {
+            make: Some(make), ..
+        }) => Ok(make(config)),
+        Some(_) => Err(format!(
+            "the {name} policy needs the whole trace in advance: only the simulator's \
+             run_workload (ahead sim, ahead replay) can run it"
         )),
-        "adaptive" => Box::new(Adaptive::new(config)),
-        ORACLE => {
-            return Err(
-                "the oracle policy needs the whole trace in advance: only the simulator's \
-                 run_workload (ahead sim, ahead replay) can run it"
-                    .into(),
-            )
-        }
-        other => {
-            let known: Vec<&str> = POLICIES.iter().map(|(n, _)| *n).collect();
-            return Err(format!(
-                "unknown policy '{other}'; known policies: {}",
-                known.join(", ")
-            ));
-        }
-    })
+        None => Err(format!(
+            "unknown policy '{name}'; known policies: {}",
+            names().collect::<Vec<_>>().join(", ")
+        )),
+    }
 }
 
 /// Check a policy name without building one.
 pub fn validate_name(name: &str) -> Result<(), String> {
-    if name == ORACLE {
+    if POLICIES.iter().any(|p| p.name == name) {
         return Ok(());
     }
     by_name(name, PolicyConfig::default()).map(|_| ())

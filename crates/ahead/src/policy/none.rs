@@ -19,3 +19,10 @@ impl Policy for NoReadahead {
         ctx.start_io(IoRequest::sync(read.first_page(), read.page_count()));
     }
 }
+
+/// This policy's entry in the registry ([`super::POLICIES`]).
+pub(super) const REGISTERED: super::Registered = super::Registered {
+    name: "none",
+    about: "read exactly what is asked, nothing more",
+    make: Some(|_| Box::new(NoReadahead)),
+};

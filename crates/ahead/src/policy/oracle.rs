@@ -874,6 +874,14 @@ impl<'a> Planner<'a> {
     }
 }
 
+
+/// This policy's entry in the registry ([`super::POLICIES`]).
+pub(super) const REGISTERED: super::Registered = super::Registered {
+    name: "oracle",
+    about: "the lower bound: knows the whole trace, reads exactly what will be used (simulator only)",
+    make: None,
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

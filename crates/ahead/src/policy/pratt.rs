@@ -251,3 +251,10 @@ impl Policy for Pratt {
         }
     }
 }
+
+/// This policy's entry in the registry ([`super::POLICIES`]).
+pub(super) const REGISTERED: super::Registered = super::Registered {
+    name: "pratt",
+    about: "Steven Pratt's simplified readahead, as merged in 2.6.11",
+    make: Some(|c| Box::new(Pratt::new(c.ra_max_pages))),
+};

@@ -91,9 +91,9 @@ pub fn rows() -> Vec<Row> {
                 let pattern = Pattern::parse(spec).expect("valid spec");
                 let results = POLICIES
                     .iter()
-                    .map(|(p, _)| {
-                        let m = sim::run(p, config, pattern.workload()).expect("runs");
-                        (*p, m.faithful)
+                    .map(|p| {
+                        let m = sim::run(p.name, config, pattern.workload()).expect("runs");
+                        (p.name, m.faithful)
                     })
                     .collect();
                 rows.push(Row {
