@@ -1,0 +1,33 @@
+//! One module per command; each exports its `cmd_*` function, which `main` calls with the
+//! command's flags and which returns the text to print or a [`crate::Failure`].
+
+use crate::*;
+
+mod bench;
+mod cat;
+mod compare;
+mod replay;
+mod sim;
+mod trace;
+
+pub(crate) use bench::*;
+pub(crate) use cat::*;
+pub(crate) use compare::*;
+pub(crate) use replay::*;
+pub(crate) use sim::*;
+pub(crate) use trace::*;
+
+pub(crate) fn json_text(v: &serde_json::Value) -> String {
+    let mut text = serde_json::to_string_pretty(v).expect("JSON serializes");
+    text.push('\n');
+    text
+}
+
+/// One row per run, faithful totals.
+pub(crate) fn totals_table(runs: &[RunReport]) -> String {
+    let rows: Vec<(&str, &ahead::sim::Metrics)> = runs
+        .iter()
+        .map(|r| (r.policy.as_str(), &r.faithful))
+        .collect();
+    report::metrics_table(&rows)
+}

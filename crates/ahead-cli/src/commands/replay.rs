@@ -1,0 +1,147 @@
+//! `ahead replay`: policies on a recorded trace (strace log, CSV or a trace directory).
+
+use crate::*;
+
+/// Where a trace's model defaults come from: its directory's meta, or sysfs for files on this
+/// machine. Returns the defaults and a phrase saying where they came from.
+pub(crate) fn trace_defaults(
+    input: &std::path::Path,
+    trace: &ahead::trace::Trace,
+) -> Result<(Defaults, String), Failure> {
+    let kb = |d: Defaults| d.ra_max_kb.map(|v| format!("{v} KiB")).unwrap_or_default();
+    if TraceDir::is_trace_dir(input) {
+        let dir = TraceDir::load(input).map_err(runtime)?;
+        let (ra_max_kb, io_max_kb) = dir.meta.device_limits();
+        let d = Defaults {
+            ra_max_kb,
+            io_max_kb,
+            folio_max_order: Some(dir.meta.folio_max_order),
+        };
+        let from = format!("read_ahead_kb {} recorded in {}", kb(d), input.display());
+        return Ok((d, from));
+    }
+    for f in &trace.files {
+        let path = std::path::Path::new(&f.name);
+        if let (Some(ra), io) = ahead::os::device_limits(path) {
+            let d = Defaults {
+                ra_max_kb: Some(ra),
+                io_max_kb: io,
+                folio_max_order: None,
+            };
+            return Ok((
+                d,
+                format!("read_ahead_kb {} from sysfs for {}", kb(d), f.name),
+            ));
+        }
+    }
+    Ok((Defaults::default(), String::new()))
+}
+
+/// A CSV field, quoted when it has to be.
+pub(crate) fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
+}
+
+pub(crate) fn cmd_replay(a: ReplayArgs) -> Result<String, Failure> {
+    // Usage first: a wrong option is reported before the trace is read.
+    a.model.config_with(Defaults::default())?;
+    a.model.policies()?;
+    let mut out = String::new();
+    let reads_path = if TraceDir::is_trace_dir(&a.file) {
+        TraceDir::reads_path(&a.file).map_err(runtime)?
+    } else {
+        a.file.clone()
+    };
+    let trace = ahead::trace::read_path(&reads_path)
+        .map_err(|e| runtime(format!("{}: {e}", reads_path.display())))?;
+    let (defaults, from) = trace_defaults(&a.file, &trace)?;
+    let config = a.model.config_with(defaults)?;
+    let mut policies = a.model.policies()?;
+    if a.windows.is_some() {
+        policies = a.model.chosen_policies()?;
+        if a.model.policy == "all" {
+            policies = vec!["linux-ondemand"];
+        } else if policies.len() != 1 {
+            return Err(usage("--windows takes one --policy"));
+        }
+    }
+    let sizes: Vec<u64> = trace.files.iter().map(|f| f.size.0).collect();
+    let mut runs = Vec::new();
+    for p in &policies {
+        let mut s = sim::Simulator::new(p, config).map_err(runtime)?;
+        if let Some(path) = &a.windows {
+            s.record_windows();
+            s.run_workload(trace.clone().into_workload())
+                .map_err(runtime)?;
+            let mut csv = String::from("file,start,size,async_size\n");
+            for w in s.windows() {
+                writeln!(
+                    csv,
+                    "{},{},{},{}",
+                    csv_field(s.file_name(w.file)),
+                    w.window.start,
+                    w.window.size,
+                    w.window.async_size
+                )
+                .ok();
+            }
+            if s.windows().is_empty() {
+                eprintln!("note: policy {p} names no windows (only linux-ondemand models the kernel's tracepoints)");
+            }
+            std::fs::write(path, csv)
+                .map_err(|e| runtime(format!("cannot write {}: {e}", path.display())))?;
+            eprintln!(
+                "wrote {} windows of {p} to {}",
+                s.windows().len(),
+                path.display()
+            );
+        } else {
+            s.run_workload(trace.clone().into_workload())
+                .map_err(runtime)?;
+        }
+        runs.push(s.report());
+    }
+    if a.model.json {
+        out.push_str(&json_text(&json!({
+            "trace": a.file.display().to_string(),
+            "ra_max_pages": config.policy.ra_max_pages,
+            "io_max_pages": config.policy.io_max_pages,
+            "folio_max_order": config.policy.folio_max_order,
+            "results": report::results_json(&runs),
+            "files": report::files_json(&runs, &sizes),
+        })));
+        return Ok(out);
+    }
+    let ra_kb = a.model.ra_kb(defaults);
+    writeln!(
+        out,
+        "trace {}: {} reads over {} files; device {}, cache {}, max window {ra_kb} KiB{}",
+        a.file.display(),
+        trace.reads(),
+        trace.files.len(),
+        config.device,
+        show_size(config.cache_pages as u64 * PAGE_SIZE),
+        if a.model.ra_max_kb().ok().flatten().is_none() && !from.is_empty() {
+            format!(" ({from})")
+        } else {
+            String::new()
+        }
+    )
+    .ok();
+    out.push_str(&totals_table(&runs));
+    if trace.files.len() > 1 {
+        for (i, f) in trace.files.iter().enumerate() {
+            writeln!(out, "\n{} ({} bytes)", f.name, f.size.0).ok();
+            let rows: Vec<(&str, &sim::Metrics)> = runs
+                .iter()
+                .map(|r| (r.policy.as_str(), &r.files[i].metrics))
+                .collect();
+            write!(out, "{}", report::metrics_table(&rows)).ok();
+        }
+    }
+    Ok(out)
+}

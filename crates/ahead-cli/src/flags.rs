@@ -1,0 +1,352 @@
+//! The command line's flags: one struct per command, the options `sim` and `replay` share
+//! ([`ModelArgs`]) and how they become a simulator's settings, and the sizes' one syntax.
+
+use crate::*;
+
+/// The help after `sim`'s and `replay`'s options, from the registries: every policy, pattern
+/// and device model as the library lists them.
+pub(crate) fn after_help() -> String {
+    let policies: Vec<&str> = ahead::policy::names().collect();
+    let devices: Vec<&str> = DeviceModel::PRESETS.iter().map(|d| d.name).collect();
+    format!(
+        "Policies: {} (or 'all'). The oracle (knows the whole trace: the lower bound) always runs
+          beside the others, and vs_oracle is each policy's modelled time over the oracle's.
+Patterns: {}, each with optional :size=64m,bs=4k,... (see the pattern module docs).
+Devices:  {} (nvme models this machine).",
+        policies.join(", "),
+        ahead::pattern::PATTERN_NAMES.join(", "),
+        devices.join(", ")
+    )
+}
+
+#[derive(Args)]
+pub(crate) struct BenchArgs {
+    /// An existing file to read (at least 64 MiB; never written). Default: ahead-bench.dat in
+    /// --dir, created with --size random bytes if missing.
+    #[arg(long, conflicts_with = "dir")]
+    pub(crate) file: Option<PathBuf>,
+    /// Where to create the test file and the nfiles files (default: the current directory;
+    /// not tmpfs).
+    #[arg(long)]
+    pub(crate) dir: Option<PathBuf>,
+    /// Size of the test file, or of the part of --file read (default 2g).
+    #[arg(long)]
+    pub(crate) size: Option<String>,
+    /// A short suite: runs capped at 1 s, one repeat (under 2 minutes here).
+    #[arg(long)]
+    pub(crate) quick: bool,
+    /// Patterns to run, comma-separated (default: all).
+    #[arg(long)]
+    pub(crate) patterns: Option<String>,
+    /// Contenders, comma-separated: kernel, kernel-seq, direct, device, ahead:<policy>.
+    #[arg(long)]
+    pub(crate) contenders: Option<String>,
+    /// Repeats of every run (default 5; 1 with --quick).
+    #[arg(long)]
+    pub(crate) repeat: Option<usize>,
+    /// Longest one run may take, in seconds (default 3; 1 with --quick).
+    #[arg(long)]
+    pub(crate) cap_s: Option<f64>,
+    /// Memory budget of each engine's cache (default: a quarter of RAM, as a database's buffer
+    /// pool is sized; the kernel's page cache may use all free memory). nfiles keeps 256m.
+    #[arg(long)]
+    pub(crate) budget: Option<String>,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    pub(crate) json: Option<PathBuf>,
+    /// Write a picture (SVG) of the ratios to the kernel per pattern to this file, and one of
+    /// the first engine run's requests over time beside it (NAME-windows.svg).
+    #[arg(long)]
+    pub(crate) plot: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub(crate) struct CatArgs {
+    /// Files to read, in order.
+    #[arg(required = true)]
+    pub(crate) paths: Vec<PathBuf>,
+    /// Size of each read, like dd's bs (4k, 128k, 1m, ...).
+    #[arg(long, default_value = "128k")]
+    pub(crate) bs: String,
+    /// Readahead policy.
+    #[arg(long, default_value = ahead::engine::DEFAULT_POLICY)]
+    pub(crate) policy: String,
+    /// I/O backend: auto (io_uring if it works, else threads), uring, threads or sync.
+    #[arg(long, default_value = "auto")]
+    pub(crate) engine: String,
+    /// Memory budget of the engine's cache (a hard limit).
+    #[arg(long, default_value = "256m")]
+    pub(crate) budget: String,
+    /// Print the engine's statistics to stderr at the end.
+    #[arg(long)]
+    pub(crate) stats: bool,
+    /// Largest readahead window (8m, ...; default: sized for the device).
+    #[arg(long, conflicts_with = "ra_max_kb")]
+    pub(crate) ra_max: Option<String>,
+    /// The old spelling of --ra-max, in KiB.
+    #[arg(long, hide = true)]
+    pub(crate) ra_max_kb: Option<u64>,
+    /// Largest single read (4m, ...; default: the device's max_sectors_kb).
+    #[arg(long, conflicts_with = "io_max_kb")]
+    pub(crate) io_max: Option<String>,
+    /// The old spelling of --io-max, in KiB.
+    #[arg(long, hide = true)]
+    pub(crate) io_max_kb: Option<u64>,
+    /// Take no read lease on the files: every read checks the file's size with fstat, and a
+    /// writer's open never waits for ahead (nor is refused, with O_NONBLOCK).
+    #[arg(long)]
+    pub(crate) no_lease: bool,
+}
+
+#[derive(Args, Clone)]
+pub(crate) struct ModelArgs {
+    /// Policy to run, or 'all'.
+    #[arg(long, default_value = "all")]
+    pub(crate) policy: String,
+    /// Page cache size (64m, 1g, ...; default 256m).
+    #[arg(long, conflicts_with = "cache_mb")]
+    pub(crate) cache: Option<String>,
+    /// The old spelling of --cache, in MiB.
+    #[arg(long, hide = true)]
+    pub(crate) cache_mb: Option<u64>,
+    /// Device model: nvme, hdd or remote.
+    #[arg(long, default_value = "nvme")]
+    pub(crate) device: String,
+    /// Maximum readahead window (the device's read_ahead_kb; 128k, 8m, ...). Default 128k;
+    /// `replay` reads it from sysfs (or the trace directory) when the traced files are on this
+    /// machine.
+    #[arg(long, conflicts_with = "ra_max_kb")]
+    pub(crate) ra_max: Option<String>,
+    /// The old spelling of --ra-max, in KiB.
+    #[arg(long, hide = true)]
+    pub(crate) ra_max_kb: Option<u64>,
+    /// Largest single I/O (the device's max_sectors_kb); defaults to the window, or to sysfs
+    /// like --ra-max.
+    #[arg(long, conflicts_with = "io_max_kb")]
+    pub(crate) io_max: Option<String>,
+    /// The old spelling of --io-max, in KiB.
+    #[arg(long, hide = true)]
+    pub(crate) io_max_kb: Option<u64>,
+    /// Window of the `fixed` policy (default 128k).
+    #[arg(long, conflicts_with = "fixed_kb")]
+    pub(crate) fixed: Option<String>,
+    /// The old spelling of --fixed, in KiB.
+    #[arg(long, hide = true)]
+    pub(crate) fixed_kb: Option<u64>,
+    /// Largest page cache folio order linux-ondemand uses (default 9 = 2 MiB, as ext4/xfs on
+    /// Linux 6.16+; 0 = no large folios, as older kernels).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=20))]
+    pub(crate) folio_max_order: Option<u8>,
+    /// Time the reader spends on each page, in microseconds.
+    #[arg(long, default_value_t = 0.0)]
+    pub(crate) compute_us: f64,
+    /// Print one JSON document instead of tables.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Args)]
+pub(crate) struct SimArgs {
+    /// Pattern spec, e.g. seq:size=1g,bs=16k or paper:read=30,seek=2,repeat=984.
+    #[arg(long, conflicts_with = "paper")]
+    pub(crate) pattern: Option<String>,
+    /// Reproduce the paper's Figures 4-10 (what `ahead sim` does with no pattern).
+    #[arg(long)]
+    pub(crate) paper: bool,
+    #[command(flatten)]
+    pub(crate) model: ModelArgs,
+}
+
+#[derive(Args)]
+pub(crate) struct ReplayArgs {
+    /// The trace: an strace log (from `ahead trace`), a CSV with file,offset,len, or a directory
+    /// from `ahead trace --kernel`.
+    pub(crate) file: PathBuf,
+    /// Write every readahead decision of the policy as CSV (file,start,size,async_size, in
+    /// pages), as the kernel's page_cache_ra_order / page_cache_ra_unbounded events carry them.
+    /// Takes one policy; with --policy all, linux-ondemand.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) windows: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) model: ModelArgs,
+}
+
+#[derive(Args)]
+pub(crate) struct TraceArgs {
+    /// Where to write: the strace log, or with --kernel a directory.
+    #[arg(short, long)]
+    pub(crate) output: PathBuf,
+    /// Also record the live kernel's readahead tracepoints for the files read (needs root,
+    /// tracefs and Linux 6.16+), into the directory --output.
+    #[arg(long)]
+    pub(crate) kernel: bool,
+    /// With --kernel: instead of a command, run this pattern for real (buffered preads) against
+    /// --file, its cached pages dropped first.
+    #[arg(long, requires_all = ["kernel", "file"], conflicts_with = "command")]
+    pub(crate) pattern: Option<String>,
+    /// The file --pattern reads (created, filled, if it does not exist).
+    #[arg(long, requires = "pattern")]
+    pub(crate) file: Option<PathBuf>,
+    /// With --kernel and a command: drop this file's cached pages before running (repeatable),
+    /// so the kernel starts cold as the model does.
+    #[arg(long, requires = "kernel", value_name = "PATH")]
+    pub(crate) drop: Vec<PathBuf>,
+    /// The command to run, after `--`.
+    #[arg(last = true, required_unless_present = "pattern")]
+    pub(crate) command: Vec<String>,
+}
+
+#[derive(Args)]
+pub(crate) struct CompareArgs {
+    /// A directory written by `ahead trace --kernel`.
+    pub(crate) dir: PathBuf,
+    /// The policy whose totals are shown beside the kernel model's ("what it would have done
+    /// instead"). Default: adaptive when the build has it, else pratt.
+    #[arg(long)]
+    pub(crate) instead: Option<String>,
+    /// How many differing windows to show per file.
+    #[arg(long, default_value_t = 5)]
+    pub(crate) show: usize,
+    /// Print one JSON document instead of tables.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// Defaults the model takes from where a trace came from (a trace directory's meta, or sysfs
+/// for files on this machine), used where the user gave no value.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Defaults {
+    pub(crate) ra_max_kb: Option<u64>,
+    pub(crate) io_max_kb: Option<u64>,
+    pub(crate) folio_max_order: Option<u8>,
+}
+
+/// A size flag in the one syntax (`--cache 64m`), or its old spelling in a fixed unit
+/// (`--cache-mb 64`, `unit` = 1 MiB): bytes, if either was given.
+pub(crate) fn size_flag(
+    flag: &str,
+    new: &Option<String>,
+    old: Option<u64>,
+    unit: u64,
+) -> Result<Option<u64>, Failure> {
+    match (new, old) {
+        (Some(text), _) => ahead::units::parse_size(text)
+            .map(|b| Some(b.0))
+            .map_err(|e| usage(format!("--{flag}: {e}"))),
+        (None, Some(n)) => n
+            .checked_mul(unit)
+            .map(Some)
+            .ok_or_else(|| usage(format!("--{flag}: too large"))),
+        (None, None) => Ok(None),
+    }
+}
+
+/// A size for a header line: whole MiB where it is, else KiB.
+pub(crate) fn show_size(bytes: u64) -> String {
+    if bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{} KiB", bytes >> 10)
+    }
+}
+
+impl ModelArgs {
+    /// The page cache's size in bytes.
+    pub(crate) fn cache_bytes(&self) -> Result<u64, Failure> {
+        let b = size_flag("cache", &self.cache, self.cache_mb, 1 << 20)?.unwrap_or(256 << 20);
+        if b < PAGE_SIZE {
+            return Err(usage("--cache must be at least one page (4k)"));
+        }
+        Ok(b)
+    }
+
+    /// --ra-max in KiB, if given.
+    pub(crate) fn ra_max_kb(&self) -> Result<Option<u64>, Failure> {
+        Ok(size_flag("ra-max", &self.ra_max, self.ra_max_kb, 1 << 10)?.map(|b| b >> 10))
+    }
+
+    /// --io-max in KiB, if given.
+    pub(crate) fn io_max_kb(&self) -> Result<Option<u64>, Failure> {
+        Ok(size_flag("io-max", &self.io_max, self.io_max_kb, 1 << 10)?.map(|b| b >> 10))
+    }
+
+    pub(crate) fn config(&self) -> Result<SimConfig, Failure> {
+        self.config_with(Defaults::default())
+    }
+
+    /// The window the run uses, in KiB.
+    pub(crate) fn ra_kb(&self, d: Defaults) -> u64 {
+        self.ra_max_kb()
+            .ok()
+            .flatten()
+            .or(d.ra_max_kb)
+            .unwrap_or(128)
+    }
+
+    pub(crate) fn config_with(&self, d: Defaults) -> Result<SimConfig, Failure> {
+        let device = DeviceModel::preset(&self.device).map_err(usage)?;
+        let kb_pages = |kb: u64| kb * 1024 / PAGE_SIZE;
+        let cache_bytes = self.cache_bytes()?;
+        let ra_max_kb = self.ra_max_kb()?;
+        let fixed_kb =
+            size_flag("fixed", &self.fixed, self.fixed_kb, 1 << 10)?.map_or(128, |b| b >> 10);
+        if !(self.compute_us >= 0.0 && self.compute_us.is_finite()) {
+            return Err(usage(
+                "--compute-us must be a number of microseconds, 0 or more",
+            ));
+        }
+        let ra_kb = self.ra_kb(d);
+        if ra_kb > 1 << 30 {
+            return Err(usage("--ra-max is too large"));
+        }
+        let ra = kb_pages(ra_kb);
+        let io_kb = self.io_max_kb()?.or(if ra_max_kb.is_some() {
+            None
+        } else {
+            d.io_max_kb
+        });
+        Ok(SimConfig {
+            cache_pages: (cache_bytes / PAGE_SIZE) as usize,
+            device,
+            compute_ns_per_page: (self.compute_us * 1000.0) as u64,
+            policy: PolicyConfig {
+                ra_max_pages: ra,
+                io_max_pages: io_kb.map(kb_pages).unwrap_or(ra),
+                fixed_pages: kb_pages(fixed_kb),
+                folio_max_order: self
+                    .folio_max_order
+                    .or(d.folio_max_order)
+                    .unwrap_or(PolicyConfig::default().folio_max_order),
+            },
+            ..SimConfig::default()
+        })
+    }
+
+    /// The policies to run; the oracle always runs too, as the yardstick.
+    pub(crate) fn policies(&self) -> Result<Vec<&'static str>, Failure> {
+        let mut list = self.chosen_policies()?;
+        if !list.contains(&ORACLE) {
+            list.push(ORACLE);
+        }
+        Ok(list)
+    }
+
+    pub(crate) fn chosen_policies(&self) -> Result<Vec<&'static str>, Failure> {
+        if self.policy == "all" {
+            return Ok(ahead::policy::names().collect());
+        }
+        self.policy
+            .split(',')
+            .map(|name| {
+                ahead::policy::names()
+                    .find(|n| *n == name.trim())
+                    .ok_or_else(|| {
+                        usage(format!(
+                            "unknown policy '{name}'; known policies: {}, or all",
+                            ahead::policy::names().collect::<Vec<_>>().join(", ")
+                        ))
+                    })
+            })
+            .collect()
+    }
+}
