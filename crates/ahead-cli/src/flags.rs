@@ -3,6 +3,14 @@
 
 use crate::*;
 
+/// `cat --engine`'s help, from the backends' registry.
+pub(crate) fn engine_help() -> String {
+    format!(
+        "I/O backend: auto (the first listed; a backend that cannot start falls back to threads, saying why in --stats), or one of: {}",
+        ahead::engine::backend_names().collect::<Vec<_>>().join(", ")
+    )
+}
+
 /// The help after `sim`'s and `replay`'s options, from the registries: every policy, pattern
 /// and device model as the library lists them.
 pub(crate) fn after_help() -> String {

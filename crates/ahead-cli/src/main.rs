@@ -75,7 +75,8 @@ fn main() -> ExitCode {
     let help = after_help();
     let command = Cli::command()
         .mut_subcommand("sim", |c| c.after_help(help.clone()))
-        .mut_subcommand("replay", |c| c.after_help(help.clone()));
+        .mut_subcommand("replay", |c| c.after_help(help.clone()))
+        .mut_subcommand("cat", |c| c.mut_arg("engine", |a| a.help(engine_help())));
     let cli = match Cli::from_arg_matches(&command.get_matches()) {
         Ok(cli) => cli,
         Err(e) => e.exit(),

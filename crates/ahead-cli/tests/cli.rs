@@ -608,6 +608,19 @@ fn the_registries_drive_the_help_and_the_lookups() {
     let dir = tmpdir("registry-cat");
     let f = dir.join("f");
     std::fs::write(&f, vec![7u8; 100_000]).unwrap();
+    let cat_help = String::from_utf8(ahead(&["cat", "--help"]).stdout).unwrap();
+    for b in ahead::engine::backend_names() {
+        assert!(cat_help.contains(b), "{b} missing from cat --help");
+        let out = ahead(&["cat", "--engine", b, "--stats", f.to_str().unwrap()]);
+        assert!(
+            out.status.success() && out.stdout.len() == 100_000,
+            "{b}: {out:?}"
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(&format!("backend {b}")),
+            "{b}: {out:?}"
+        );
+    }
     for p in ahead::policy::POLICIES.iter().filter(|p| p.make.is_some()) {
         let out = ahead(&["cat", "--policy", p.name, f.to_str().unwrap()]);
         assert!(

@@ -278,7 +278,7 @@ fn random_reads(path: &Path, size: u64, secs: f64) -> f64 {
     let backend = std::env::var("AHEAD_BENCH_ENGINE")
         .ok()
         .and_then(|b| b.parse().ok())
-        .unwrap_or(ahead::engine::BackendChoice::Auto);
+        .unwrap_or(ahead::engine::BackendChoice::AUTO);
     let engine = Engine::builder()
         .policy("none")
         .budget(16 << 20)

@@ -46,9 +46,9 @@ fn engine(backend: BackendChoice, policy: &str, budget: u64) -> Engine {
 }
 
 const BACKENDS: [BackendChoice; 3] = [
-    BackendChoice::Uring,
-    BackendChoice::Threads,
-    BackendChoice::Sync,
+    BackendChoice::URING,
+    BackendChoice::THREADS,
+    BackendChoice::SYNC,
 ];
 
 /// Compare one read through the engine with pread of the same range.
@@ -157,7 +157,7 @@ fn a_whole_file_read_in_odd_pieces_is_the_file() {
 #[test]
 fn sequential_reads_are_read_ahead_in_large_requests() {
     let path = make_file("seq-8m", 8 << 20);
-    for backend in [BackendChoice::Uring, BackendChoice::Threads] {
+    for backend in [BackendChoice::URING, BackendChoice::THREADS] {
         let engine = engine(backend, "adaptive", 64 << 20);
         let file = engine.open(&path).unwrap();
         let mut buf = vec![0u8; 4096];
@@ -171,7 +171,7 @@ fn sequential_reads_are_read_ahead_in_large_requests() {
         assert!(s.sync_requests <= 2, "{s:?}");
         assert_eq!(
             s.backend,
-            if backend == BackendChoice::Uring {
+            if backend == BackendChoice::URING {
                 "uring"
             } else {
                 "threads"
@@ -183,7 +183,7 @@ fn sequential_reads_are_read_ahead_in_large_requests() {
 #[test]
 fn two_opens_of_one_file_share_its_pages() {
     let path = make_file("shared-1m", 1 << 20);
-    let engine = engine(BackendChoice::Auto, "none", 16 << 20);
+    let engine = engine(BackendChoice::AUTO, "none", 16 << 20);
     let a = engine.open(&path).unwrap();
     let b = engine.open(&path).unwrap();
     let mut buf = vec![0u8; 1 << 20];
@@ -206,7 +206,7 @@ fn two_opens_of_one_file_share_its_pages() {
 #[test]
 fn random_reads_with_policy_none_read_exactly_what_is_asked() {
     let path = make_file("rand-16m", 16 << 20);
-    let engine = engine(BackendChoice::Auto, "none", 64 << 20);
+    let engine = engine(BackendChoice::AUTO, "none", 64 << 20);
     let file = engine.open(&path).unwrap();
     let mut buf = vec![0u8; 4096];
     for i in 0..500u64 {
@@ -221,7 +221,7 @@ fn random_reads_with_policy_none_read_exactly_what_is_asked() {
 #[test]
 fn the_budget_is_never_exceeded_by_the_cache() {
     let path = make_file("budget-24m", 24 << 20);
-    let engine = engine(BackendChoice::Auto, "adaptive", 1 << 20);
+    let engine = engine(BackendChoice::AUTO, "adaptive", 1 << 20);
     let file = engine.open(&path).unwrap();
     let mut buf = vec![0u8; 64 << 10];
     let mut off = 0;
@@ -234,7 +234,7 @@ fn the_budget_is_never_exceeded_by_the_cache() {
 #[test]
 fn will_need_reads_a_range_and_dont_need_drops_it() {
     let path = make_file("advice-4m", 4 << 20);
-    let engine = engine(BackendChoice::Auto, "adaptive", 16 << 20);
+    let engine = engine(BackendChoice::AUTO, "adaptive", 16 << 20);
     let file = engine.open(&path).unwrap();
     file.advise(Advice::WillNeed {
         offset: 1 << 20,
@@ -426,7 +426,7 @@ fn the_engine_sends_the_requests_the_simulator_predicts() {
         for policy in ["linux-2.6.7", "pratt", "linux-ondemand", "adaptive", "none"] {
             let engine = Engine::builder()
                 .policy(policy)
-                .backend(BackendChoice::Sync)
+                .backend(BackendChoice::SYNC)
                 .ra_max_kb(128)
                 .io_max_kb(256)
                 .budget(64 << 20)
@@ -466,9 +466,9 @@ fn the_engine_sends_the_requests_the_simulator_predicts() {
 #[test]
 fn forgetting_the_device_estimate_returns_to_a_new_engines() {
     let path = make_file("estimate-16m", 16 << 20);
-    let fresh = engine(BackendChoice::Auto, "adaptive", 32 << 20);
+    let fresh = engine(BackendChoice::AUTO, "adaptive", 32 << 20);
     let start = fresh.device_estimate();
-    let used = engine(BackendChoice::Auto, "adaptive", 32 << 20);
+    let used = engine(BackendChoice::AUTO, "adaptive", 32 << 20);
     let file = used.open(&path).unwrap();
     let mut buf = vec![0u8; 1 << 20];
     let mut off = 0;
@@ -489,7 +489,7 @@ fn a_reader_that_catches_up_with_queued_readahead_reads_it_itself() {
     // the others. Every page is still read once, and the bytes are the file's.
     let path = make_file("expedite-64m", 64 << 20);
     let reference = std::fs::File::open(&path).unwrap();
-    for backend in [BackendChoice::Uring, BackendChoice::Threads] {
+    for backend in [BackendChoice::URING, BackendChoice::THREADS] {
         let engine = engine(backend, "adaptive", 128 << 20);
         let file = engine.open(&path).unwrap();
         file.advise(Advice::WillNeed {
@@ -542,7 +542,7 @@ fn a_readers_refaults_reach_the_policy_in_the_engine_as_in_the_simulator() {
     // The engine: the sync backend reads ahead in the caller's thread, so the window is read
     // (and its first pages evicted) before the reader goes on.
     let told = Arc::new(AtomicU64::new(0));
-    let engine = engine(BackendChoice::Sync, "none", 64 * 4096);
+    let engine = engine(BackendChoice::SYNC, "none", 64 * 4096);
     let file = engine
         .open_with(&path, |_| {
             Box::new(OverreachingWindow {

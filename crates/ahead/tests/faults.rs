@@ -19,9 +19,9 @@ use ahead::pattern::SplitMix64;
 const INJECTED: i32 = libc::EBADMSG;
 
 const BACKENDS: [BackendChoice; 3] = [
-    BackendChoice::Uring,
-    BackendChoice::Threads,
-    BackendChoice::Sync,
+    BackendChoice::URING,
+    BackendChoice::THREADS,
+    BackendChoice::SYNC,
 ];
 
 fn write_file(name: &str, data: &[u8]) -> PathBuf {
@@ -362,7 +362,7 @@ fn a_file_replaced_while_open_keeps_reading_what_was_opened() {
     // Renamed over: the open descriptor still reads the old inode, and so must the engine.
     let data = content(2 << 20, 9);
     let path = write_file("replaced", &data);
-    let e = engine(BackendChoice::Auto, "adaptive", 8 << 20, &Faults::new());
+    let e = engine(BackendChoice::AUTO, "adaptive", 8 << 20, &Faults::new());
     let f = e.open(&path).unwrap();
     let mut buf = vec![0u8; 1 << 20];
     assert_eq!(f.read_at(&mut buf, 0).unwrap(), 1 << 20);

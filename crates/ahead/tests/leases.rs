@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use ahead::engine::{BackendChoice, Engine};
 
 const BACKENDS: [BackendChoice; 3] = [
-    BackendChoice::Uring,
-    BackendChoice::Threads,
-    BackendChoice::Sync,
+    BackendChoice::URING,
+    BackendChoice::THREADS,
+    BackendChoice::SYNC,
 ];
 
 /// Far below the kernel's lease-break-time (45 s): a writer that waited this long was let
@@ -181,7 +181,7 @@ fn a_non_blocking_writer_is_refused_once_then_served() {
     // and tells the engine, which gives the lease up; the next attempt succeeds.
     let data = content(1 << 20, 5);
     let path = write_file("nonblocking", &data);
-    let e = engine(BackendChoice::Auto, true);
+    let e = engine(BackendChoice::AUTO, true);
     let f = e.open(&path).unwrap();
     assert!(read_all_4k(&f) == data);
     let truncate = || {

@@ -57,7 +57,7 @@ fn read_all(engine: &Engine, path: &Path) {
 fn memory_follows_what_the_cache_holds_not_the_budget() {
     let small = make_file("100k", 100_000);
     let big = make_file("64m", 64 * MIB);
-    for backend in [BackendChoice::Uring, BackendChoice::Threads] {
+    for backend in [BackendChoice::URING, BackendChoice::THREADS] {
         let before = rss();
         let t = Instant::now();
         let engine = Engine::builder()

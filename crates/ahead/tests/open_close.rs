@@ -26,7 +26,7 @@ fn ten_thousand_opens_and_closes_leak_nothing() {
         .map(|i| write_file(&format!("cycle-{i}"), 64 << 10, i as u8))
         .collect();
     let e = Engine::builder()
-        .backend(BackendChoice::Auto)
+        .backend(BackendChoice::AUTO)
         .budget(4 << 20)
         .build()
         .unwrap();

@@ -120,9 +120,9 @@ fn stress_every_backend_and_policy_under_faults_and_a_small_budget() {
         .map(|p| std::fs::File::open(p).unwrap())
         .collect();
     let combos: Vec<(BackendChoice, &str)> = [
-        BackendChoice::Uring,
-        BackendChoice::Threads,
-        BackendChoice::Sync,
+        BackendChoice::URING,
+        BackendChoice::THREADS,
+        BackendChoice::SYNC,
     ]
     .into_iter()
     .flat_map(|b| {

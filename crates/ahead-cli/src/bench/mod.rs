@@ -990,7 +990,7 @@ fn paper(
                 .budget(plan.engine.budget)
                 .ra_max_kb(128)
                 .io_max_kb(128)
-                .backend(ahead::engine::BackendChoice::Sync)
+                .backend(ahead::engine::BackendChoice::SYNC)
                 .build()
                 .map_err(|e| e.to_string())?;
             sources::drop_kernel_cache(&plan.file).map_err(|e| e.to_string())?;

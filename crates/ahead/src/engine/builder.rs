@@ -13,29 +13,42 @@ pub const DEFAULT_THREADS: usize = 32;
 /// Smallest budget the engine accepts: 64 pages.
 pub const MIN_BUDGET: u64 = 64 * PAGE_SIZE;
 
-/// Which I/O backend reads for the engine.
+/// Which I/O backend reads for the engine: `auto` or the name of a registered backend (see
+/// `backend/mod.rs`'s registry; `"threads"` and the like parse with `str::parse`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BackendChoice {
-    /// io_uring if the probe finds it works, else `Threads`.
-    Auto,
-    /// io_uring (falls back to `Threads`, saying why, if the probe fails).
-    Uring,
+pub struct BackendChoice(&'static str);
+
+impl BackendChoice {
+    /// io_uring if the probe finds it works, else `threads`.
+    pub const AUTO: BackendChoice = BackendChoice("auto");
+    /// io_uring (falls back to `threads`, saying why, if the probe fails).
+    pub const URING: BackendChoice = BackendChoice("uring");
     /// A thread pool doing `preadv(2)`.
-    Threads,
+    pub const THREADS: BackendChoice = BackendChoice("threads");
     /// `preadv(2)` in the reading thread, ahead reads included (no overlap: the baseline).
-    Sync,
+    pub const SYNC: BackendChoice = BackendChoice("sync");
+
+    /// The name: `auto` or a registered backend's.
+    pub fn name(self) -> &'static str {
+        self.0
+    }
 }
 
 impl std::str::FromStr for BackendChoice {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(BackendChoice::Auto),
-            "uring" => Ok(BackendChoice::Uring),
-            "threads" => Ok(BackendChoice::Threads),
-            "sync" => Ok(BackendChoice::Sync),
-            other => Err(format!(
-                "unknown engine '{other}'; known: auto, uring, threads, sync"
+        if s == "auto" {
+            return Ok(BackendChoice::AUTO);
+        }
+        match backend::BACKENDS.iter().find(|b| b.name == s) {
+            Some(b) => Ok(BackendChoice(b.name)),
+            None => Err(format!(
+                "unknown engine '{s}'; known: auto, {}",
+                backend::BACKENDS
+                    .iter()
+                    .map(|b| b.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )),
         }
     }
@@ -63,7 +76,7 @@ impl Default for EngineBuilder {
         EngineBuilder {
             budget: DEFAULT_BUDGET,
             policy: DEFAULT_POLICY.into(),
-            backend: BackendChoice::Auto,
+            backend: BackendChoice::AUTO,
             direct: true,
             io_uring_allowed: true,
             record_requests: false,
@@ -195,41 +208,34 @@ impl EngineBuilder {
         });
         let completer: Arc<dyn Completer> = core.clone();
         let mut fallbacks = Vec::new();
-        let threads = || -> io::Result<Box<dyn Backend>> {
-            Ok(Box::new(backend::threads::ThreadsBackend::new(
-                self.threads,
-                completer.clone(),
-            )?))
+        let arena = core.cache.arena();
+        let start_with = backend::StartWith {
+            arena: (arena.base(), arena.bytes()),
+            completer: completer.clone(),
+            threads: self.threads,
+            io_uring_allowed: self.io_uring_allowed,
         };
-        let backend: Box<dyn Backend> = match self.backend {
-            BackendChoice::Sync => Box::new(backend::sync::SyncBackend::new(completer.clone())),
-            BackendChoice::Threads => threads()?,
-            BackendChoice::Auto | BackendChoice::Uring => {
-                let probe = if self.io_uring_allowed {
-                    let arena = core.cache.arena();
-                    backend::uring::UringBackend::new(
-                        (arena.base(), arena.bytes()),
-                        completer.clone(),
-                    )
-                } else {
-                    Err(io::Error::new(
-                        io::ErrorKind::Unsupported,
-                        "turned off by the caller (EngineBuilder::without_io_uring)",
-                    ))
-                };
-                match probe {
-                    Ok(u) => {
-                        if let Some(note) = &u.fixed_note {
-                            fallbacks.push(note.clone());
-                        }
-                        Box::new(u)
-                    }
-                    Err(e) => {
-                        fallbacks.push(format!("io_uring unavailable ({e}): using threads"));
-                        threads()?
-                    }
-                }
+        // `auto` is io_uring; any backend that cannot start falls back to the fallback (the
+        // thread pool), saying why.
+        let wanted = match self.backend.name() {
+            "auto" => backend::uring::REGISTERED.name,
+            name => name,
+        };
+        let entry = backend::BACKENDS
+            .iter()
+            .find(|b| b.name == wanted)
+            .expect("a BackendChoice names a registered backend");
+        let backend: Box<dyn Backend> = match (entry.start)(&start_with) {
+            Ok(b) => b,
+            Err(e) if entry.name != backend::FALLBACK.name => {
+                fallbacks.push(format!(
+                    "{} unavailable ({e}): using {}",
+                    entry.about,
+                    backend::FALLBACK.name
+                ));
+                (backend::FALLBACK.start)(&start_with)?
             }
+            Err(e) => return Err(e),
         };
         let backend: Box<dyn Backend> = match &self.faults {
             Some(f) => Box::new(backend::faults::FaultBackend::new(

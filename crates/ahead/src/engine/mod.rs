@@ -78,6 +78,12 @@ pub use builder::{
     BackendChoice, EngineBuilder, DEFAULT_BUDGET, DEFAULT_POLICY, DEFAULT_THREADS, MIN_BUDGET,
 };
 pub use file::sizeless;
+
+/// The registered backends' names, in the order `auto` prefers them (`--engine NAME`,
+/// [`Stats::backend`]).
+pub fn backend_names() -> impl Iterator<Item = &'static str> {
+    backend::BACKENDS.iter().map(|b| b.name)
+}
 use meter::Meter;
 pub use reader::File;
 use reader::PolicyState;

@@ -1,5 +1,6 @@
 //! I/O backends: how the engine's reads reach the device. One file per backend behind one
-//! interface, as fio keeps its ioengines: adding a backend touches nothing else.
+//! interface, as fio keeps its ioengines: adding a backend is its file (with its `REGISTERED`
+//! entry) and one line in [`BACKENDS`]; `--engine`, its help and `Stats::backend` follow.
 //!
 //! * [`uring`]: io_uring, used directly through the `io-uring` crate: the arena registered as
 //!   fixed buffers, batched submission, completions reaped by one thread for all requests.
@@ -13,6 +14,35 @@ pub mod faults;
 pub mod sync;
 pub mod threads;
 pub mod uring;
+
+/// The registry: every backend, one line each (its file holds its entry). `auto` picks the
+/// first; one that cannot start falls back to [`FALLBACK`].
+pub(crate) const BACKENDS: &[Registered] =
+    &[uring::REGISTERED, threads::REGISTERED, sync::REGISTERED];
+
+/// Where a backend that cannot start falls back to: the thread pool, which needs nothing of
+/// the kernel but threads.
+pub(crate) const FALLBACK: Registered = threads::REGISTERED;
+
+/// One backend in the registry: its name (`--engine NAME`, `stats().backend`), what it is, and
+/// how to start it.
+pub(crate) struct Registered {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub start: fn(&StartWith) -> io::Result<Box<dyn Backend>>,
+}
+
+/// What a backend is started with.
+pub(crate) struct StartWith {
+    /// The cache's arena (base, bytes): the memory every read lands in.
+    pub arena: (*mut u8, usize),
+    /// Where finished reads are reported.
+    pub completer: Arc<dyn Completer>,
+    /// Threads of a backend that keeps a pool.
+    pub threads: usize,
+    /// False when the caller asked the engine to behave as on a kernel without io_uring.
+    pub io_uring_allowed: bool,
+}
 
 use std::io;
 use std::sync::Arc;

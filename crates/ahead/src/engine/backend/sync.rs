@@ -32,3 +32,10 @@ impl Backend for SyncBackend {
         false
     }
 }
+
+/// This backend's entry in the registry.
+pub(crate) const REGISTERED: super::Registered = super::Registered {
+    name: "sync",
+    about: "preadv in the reading thread",
+    start: |w| Ok(Box::new(SyncBackend::new(w.completer.clone()))),
+};

@@ -103,3 +103,15 @@ impl Drop for ThreadsBackend {
         }
     }
 }
+
+/// This backend's entry in the registry.
+pub(crate) const REGISTERED: super::Registered = super::Registered {
+    name: "threads",
+    about: "a thread pool doing preadv",
+    start: |w| {
+        Ok(Box::new(ThreadsBackend::new(
+            w.threads,
+            w.completer.clone(),
+        )?))
+    },
+};

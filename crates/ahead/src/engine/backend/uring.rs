@@ -146,8 +146,6 @@ struct Shared {
 pub(crate) struct UringBackend {
     shared: Arc<Shared>,
     reaper: Option<JoinHandle<()>>,
-    /// Why fixed buffers are not in use, if they are not.
-    pub fixed_note: Option<String>,
 }
 
 impl UringBackend {
@@ -210,7 +208,7 @@ impl UringBackend {
             stop: AtomicBool::new(false),
             pending: AtomicUsize::new(0),
             fixed,
-            late_note: Mutex::new(None),
+            late_note: Mutex::new(fixed_note),
         });
         let reaper = {
             let shared = shared.clone();
@@ -221,7 +219,6 @@ impl UringBackend {
         Ok(UringBackend {
             shared,
             reaper: Some(reaper),
-            fixed_note,
         })
     }
 }
@@ -428,6 +425,21 @@ impl Drop for UringBackend {
         }
     }
 }
+
+/// This backend's entry in the registry.
+pub(crate) const REGISTERED: super::Registered = super::Registered {
+    name: "uring",
+    about: "io_uring",
+    start: |w| {
+        if !w.io_uring_allowed {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "turned off by the caller (EngineBuilder::without_io_uring)",
+            ));
+        }
+        Ok(Box::new(UringBackend::new(w.arena, w.completer.clone())?))
+    },
+};
 
 #[cfg(test)]
 mod tests {
