@@ -787,8 +787,6 @@ fn overlap(
     Ok(())
 }
 
-/// N files read slowly at once (the 1999 seed's select-vs-aio table): one reader takes 64 KiB
-/// from each file in turn, N = 10, 100, 1000, the same bytes in all; throughput against N.
 /// The default engine budget: a quarter of physical memory (256 MiB if it can't be told).
 pub fn quarter_of_ram() -> u64 {
     let total_kb = std::fs::read_to_string("/proc/meminfo")
@@ -808,6 +806,8 @@ const NFILES_BUDGET: u64 = 256 << 20;
 /// The files every nfiles run reads, whatever N.
 const NFILES_FILES: u64 = 1000;
 
+/// N files read slowly at once (the 1999 seed's select-vs-aio table): one reader takes 64 KiB
+/// from each file in turn, N = 10, 100, 1000, the same bytes in all; throughput against N.
 fn nfiles(
     plan: &Plan,
     push: &mut impl FnMut(&str, &str, Run),
@@ -824,7 +824,7 @@ fn nfiles(
     for n in [10usize, 100, 1000] {
         for contender in [Contender::Kernel, Contender::Ahead("adaptive".into())] {
             bar.set_message(format!("nfiles-{n} {}", contender.name()));
-            // The engine only for its own runs: building it is not free.
+            // The engine only for its own runs.
             let engine = match contender {
                 Contender::Kernel => None,
                 _ => Some(

@@ -1,6 +1,9 @@
 //! Opening a file for the engine: `O_DIRECT` where the filesystem takes it at page alignment,
 //! buffered reads with `POSIX_FADV_RANDOM` where it does not (so the kernel does not read
-//! ahead a second time), and the device's limits from sysfs.
+//! ahead a second time); files with no size to read ahead in refused, saying why
+//! ([`sizeless`]); the identity that tells two versions of a file apart; and the read lease
+//! that lets a cached read trust the file unchanged. (The device's limits come from sysfs
+//! through [`crate::os::device_limits`].)
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};

@@ -86,7 +86,8 @@ impl RaContext for EngineCtx<'_> {
 }
 
 impl File {
-    /// Size of the file in bytes, when it was opened.
+    /// Size of the file in bytes as the engine last saw it: the size at open, or what the
+    /// size check of a later read found (a file truncated or extended while open).
     pub fn len(&self) -> u64 {
         self.data.live_size.load(Ordering::Acquire)
     }

@@ -1,7 +1,7 @@
 //! Readahead policies: pure state machines that decide, while a driver acts.
 //!
 //! A [`Policy`] is one per open file, like the kernel's `struct file_ra_state`. The driver (the
-//! simulator, later the engine) calls [`Policy::on_read`] once for every application read. The
+//! simulator or the engine) calls [`Policy::on_read`] once for every application read. The
 //! policy looks at the cache through [`RaContext`] (is a page present, does it carry a readahead
 //! marker) and asks the driver to start I/O with [`RaContext::start_io`]: page ranges marked
 //! synchronous (the reader waits for them) or ahead (asynchronous), each with an optional marker
