@@ -220,14 +220,9 @@ pub(crate) struct CompareArgs {
     pub(crate) json: bool,
 }
 
-/// Defaults the model takes from where a trace came from (a trace directory's meta, or sysfs
-/// for files on this machine), used where the user gave no value.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Defaults {
-    pub(crate) ra_max_kb: Option<u64>,
-    pub(crate) io_max_kb: Option<u64>,
-    pub(crate) folio_max_order: Option<u8>,
-}
+/// Defaults the model takes from where a trace came from (see
+/// [`ahead::kernel::load_for_replay`]), used where the user gave no value.
+pub(crate) use ahead::kernel::TraceDefaults as Defaults;
 
 /// A size flag in the one syntax (`--cache 64m`), or its old spelling in a fixed unit
 /// (`--cache-mb 64`, `unit` = 1 MiB): bytes, if either was given.

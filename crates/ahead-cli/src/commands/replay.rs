@@ -2,41 +2,6 @@
 
 use crate::*;
 
-/// Where a trace's model defaults come from: its directory's meta, or sysfs for files on this
-/// machine. Returns the defaults and a phrase saying where they came from.
-pub(crate) fn trace_defaults(
-    input: &std::path::Path,
-    trace: &ahead::trace::Trace,
-) -> Result<(Defaults, String), Failure> {
-    let kb = |d: Defaults| d.ra_max_kb.map(|v| format!("{v} KiB")).unwrap_or_default();
-    if TraceDir::is_trace_dir(input) {
-        let dir = TraceDir::load(input).map_err(runtime)?;
-        let (ra_max_kb, io_max_kb) = dir.meta.device_limits();
-        let d = Defaults {
-            ra_max_kb,
-            io_max_kb,
-            folio_max_order: Some(dir.meta.folio_max_order),
-        };
-        let from = format!("read_ahead_kb {} recorded in {}", kb(d), input.display());
-        return Ok((d, from));
-    }
-    for f in &trace.files {
-        let path = std::path::Path::new(&f.name);
-        if let (Some(ra), io) = ahead::os::device_limits(path) {
-            let d = Defaults {
-                ra_max_kb: Some(ra),
-                io_max_kb: io,
-                folio_max_order: None,
-            };
-            return Ok((
-                d,
-                format!("read_ahead_kb {} from sysfs for {}", kb(d), f.name),
-            ));
-        }
-    }
-    Ok((Defaults::default(), String::new()))
-}
-
 /// A CSV field, quoted when it has to be.
 pub(crate) fn csv_field(text: &str) -> String {
     if text.contains([',', '"', '\n', '\r']) {
@@ -51,14 +16,7 @@ pub(crate) fn cmd_replay(a: ReplayArgs) -> Result<String, Failure> {
     a.model.config_with(Defaults::default())?;
     a.model.policies()?;
     let mut out = String::new();
-    let reads_path = if TraceDir::is_trace_dir(&a.file) {
-        TraceDir::reads_path(&a.file).map_err(runtime)?
-    } else {
-        a.file.clone()
-    };
-    let trace = ahead::trace::read_path(&reads_path)
-        .map_err(|e| runtime(format!("{}: {e}", reads_path.display())))?;
-    let (defaults, from) = trace_defaults(&a.file, &trace)?;
+    let (trace, defaults, from) = ahead::kernel::load_for_replay(&a.file).map_err(runtime)?;
     let config = a.model.config_with(defaults)?;
     let mut policies = a.model.policies()?;
     if a.windows.is_some() {

@@ -274,8 +274,8 @@ impl TraceDir {
             })
     }
 
-    /// Load a trace directory.
-    pub fn load(dir: &Path) -> Result<TraceDir, String> {
+    /// A trace directory's `meta.json` alone.
+    pub fn load_meta(dir: &Path) -> Result<TraceMeta, String> {
         let meta_path = dir.join(META);
         let text = std::fs::read_to_string(&meta_path).map_err(|e| {
             format!(
@@ -284,8 +284,12 @@ impl TraceDir {
                 dir.display()
             )
         })?;
-        let meta: TraceMeta =
-            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", meta_path.display()))?;
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", meta_path.display()))
+    }
+
+    /// Load a trace directory.
+    pub fn load(dir: &Path) -> Result<TraceDir, String> {
+        let meta = Self::load_meta(dir)?;
         let reads_path = Self::reads_path(dir)?;
         let reads =
             trace::read_path(&reads_path).map_err(|e| format!("{}: {e}", reads_path.display()))?;
@@ -486,6 +490,57 @@ pub fn compare_with(dir: &TraceDir, config: SimConfig) -> Result<Comparison, Str
 pub fn parse_dev(text: &str) -> Option<(u32, u32)> {
     let (a, b) = text.split_once(':')?;
     Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+/// The model settings a trace brings with it, for the options the user did not give: the
+/// maximum window and largest I/O of the traced files' device, and the page cache's folio
+/// order, where they are known.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TraceDefaults {
+    /// The device's `read_ahead_kb`.
+    pub ra_max_kb: Option<u64>,
+    /// The device's `max_sectors_kb`.
+    pub io_max_kb: Option<u64>,
+    /// The largest folio order the traced kernel used.
+    pub folio_max_order: Option<u8>,
+}
+
+/// A trace to replay, read once: its reads, the defaults it brings (a trace directory's
+/// `meta.json`, or sysfs for traced files on this machine) and a phrase saying where they came
+/// from (empty if nowhere). `input` is a trace file or a directory of `ahead trace --kernel`.
+pub fn load_for_replay(input: &Path) -> Result<(Trace, TraceDefaults, String), String> {
+    let dir = TraceDir::is_trace_dir(input);
+    let reads_path = if dir {
+        TraceDir::reads_path(input)?
+    } else {
+        input.to_path_buf()
+    };
+    let reads =
+        trace::read_path(&reads_path).map_err(|e| format!("{}: {e}", reads_path.display()))?;
+    let kb = |d: TraceDefaults| d.ra_max_kb.map(|v| format!("{v} KiB")).unwrap_or_default();
+    if dir {
+        let meta = TraceDir::load_meta(input)?;
+        let (ra_max_kb, io_max_kb) = meta.device_limits();
+        let d = TraceDefaults {
+            ra_max_kb,
+            io_max_kb,
+            folio_max_order: Some(meta.folio_max_order),
+        };
+        let from = format!("read_ahead_kb {} recorded in {}", kb(d), input.display());
+        return Ok((reads, d, from));
+    }
+    for f in &reads.files {
+        if let (Some(ra), io) = crate::os::device_limits(Path::new(&f.name)) {
+            let d = TraceDefaults {
+                ra_max_kb: Some(ra),
+                io_max_kb: io,
+                folio_max_order: None,
+            };
+            let from = format!("read_ahead_kb {} from sysfs for {}", kb(d), f.name);
+            return Ok((reads, d, from));
+        }
+    }
+    Ok((reads, TraceDefaults::default(), String::new()))
 }
 
 #[cfg(test)]
