@@ -288,7 +288,7 @@ impl ModelArgs {
 
     pub(crate) fn config_with(&self, d: Defaults) -> Result<SimConfig, Failure> {
         let device = DeviceModel::preset(&self.device).map_err(usage)?;
-        let kb_pages = |kb: u64| kb * 1024 / PAGE_SIZE;
+        let kb_pages = ahead::units::kib_to_pages;
         let cache_bytes = self.cache_bytes()?;
         let ra_max_kb = self.ra_max_kb()?;
         let fixed_kb =

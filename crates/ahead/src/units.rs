@@ -13,6 +13,12 @@ pub const PAGE_SIZE: u64 = 4096;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Bytes(pub u64);
 
+/// Whole pages in `kib` KiB (rounded down): how sysfs's `read_ahead_kb` and `max_sectors_kb`,
+/// and the `-kb` options, become page counts.
+pub fn kib_to_pages(kib: u64) -> u64 {
+    kib.saturating_mul(1024) / PAGE_SIZE
+}
+
 impl Bytes {
     /// The page that holds this byte offset.
     pub fn page(self) -> u64 {

@@ -492,6 +492,16 @@ fn a_reader_that_catches_up_with_queued_readahead_reads_it_itself() {
     for backend in [BackendChoice::URING, BackendChoice::THREADS] {
         let engine = engine(backend, "adaptive", 128 << 20);
         let file = engine.open(&path).unwrap();
+        // The cache's memory is faulted in (and registered with io_uring) as reads first reach
+        // it; on fresh memory that takes longer than the device takes to read 64 MiB, and no
+        // read would still be queued. Warm it, as a running engine's is, and start cold.
+        check_read(&file, &reference, 0, 64 << 20);
+        file.advise(Advice::DontNeed {
+            offset: 0,
+            len: 64 << 20,
+        })
+        .unwrap();
+        let warm = engine.stats();
         file.advise(Advice::WillNeed {
             offset: 0,
             len: 64 << 20,
@@ -499,11 +509,18 @@ fn a_reader_that_catches_up_with_queued_readahead_reads_it_itself() {
         .unwrap();
         check_read(&file, &reference, (64 << 20) - 4096, 4096);
         let s = engine.stats();
-        assert!(s.expedited_requests >= 1, "{backend:?}: {s:?}");
+        assert!(
+            s.expedited_requests > warm.expedited_requests,
+            "{backend:?}: {s:?}"
+        );
         check_read(&file, &reference, 0, 64 << 20);
         let s = engine.stats();
-        assert_eq!(s.pages_read, (64 << 20) / 4096, "{backend:?}: {s:?}");
-        assert_eq!(s.sync_requests, 0, "{backend:?}: {s:?}");
+        assert_eq!(
+            s.pages_read - warm.pages_read,
+            (64 << 20) / 4096,
+            "{backend:?}: {s:?}"
+        );
+        assert_eq!(s.sync_requests, warm.sync_requests, "{backend:?}: {s:?}");
     }
 }
 

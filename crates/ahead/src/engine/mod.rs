@@ -65,7 +65,7 @@ use rustc_hash::FxHashMap;
 use crate::os;
 use crate::policy::{self, DeviceEstimate, Hint, IoKind, IoRequest, Policy, PolicyConfig};
 use crate::policy::{AppRead, RaContext};
-use crate::units::{Bytes, PAGE_SIZE};
+use crate::units::{kib_to_pages, Bytes, PAGE_SIZE};
 
 pub use backend::faults::{Fault, Faults};
 use backend::{Backend, Completer, ReadOp};
@@ -279,16 +279,16 @@ impl Engine {
         let io_max = c
             .io_max_kb
             .or(data.max_sectors_kb)
-            .map_or(256, |kb| kb * 1024 / PAGE_SIZE)
+            .map_or(256, kib_to_pages)
             .clamp(1, quarter);
         let ra_max = c
             .ra_max_kb
-            .map(|kb| kb * 1024 / PAGE_SIZE)
+            .map(kib_to_pages)
             .unwrap_or_else(|| {
                 // The device's read_ahead_kb, but at least eight of its largest requests:
                 // the queue depth at which a virtual or NVMe device streams at full speed
                 // (measured: 8 MiB ahead gave 790-1050 MB/s here, 32 MiB 1250-1310).
-                let device = data.read_ahead_kb.map_or(0, |kb| kb * 1024 / PAGE_SIZE);
+                let device = data.read_ahead_kb.map_or(0, kib_to_pages);
                 device.max(8 * io_max).max(256)
             })
             .clamp(1, quarter);

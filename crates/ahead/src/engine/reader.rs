@@ -80,8 +80,10 @@ impl RaContext for EngineCtx<'_> {
     }
 
     fn readahead_budget(&self) -> u64 {
-        let open = self.engine.open_handles.load(Ordering::Relaxed).max(1);
-        self.engine.core.cache.slots() as u64 / 2 / open
+        policy::readahead_budget(
+            self.engine.core.cache.slots() as u64,
+            self.engine.open_handles.load(Ordering::Relaxed),
+        )
     }
 }
 

@@ -27,7 +27,6 @@ use std::path::{Path, PathBuf};
 use crate::policy::{PolicyConfig, Window};
 use crate::sim::{SimConfig, Simulator};
 use crate::trace::{self, Trace};
-use crate::units::PAGE_SIZE;
 
 /// Which readahead tracepoint an event came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -318,7 +317,7 @@ impl TraceDir {
     /// largest I/O (of the first file whose device sysfs described), its folio order, and a cache
     /// big enough that nothing is evicted (the traced runs are far below this machine's memory).
     pub fn sim_config(&self) -> SimConfig {
-        let kb_pages = |kb: u64| kb * 1024 / PAGE_SIZE;
+        let kb_pages = crate::units::kib_to_pages;
         let (ra_kb, io_kb) = self.meta.device_limits();
         let ra = ra_kb.map(kb_pages).unwrap_or(32);
         let io = io_kb.map(kb_pages).unwrap_or(ra);

@@ -234,6 +234,13 @@ pub trait RaContext {
     }
 }
 
+/// The readahead budget both drivers give each of `open` files in a cache of `cache_pages`:
+/// half the cache for pages read ahead and not yet used, shared by the open files (at least
+/// a page).
+pub fn readahead_budget(cache_pages: u64, open: u64) -> u64 {
+    (cache_pages / 2 / open.max(1)).max(1)
+}
+
 /// What the driver has measured of the device, passed to policies as plain numbers (a policy
 /// never reads a clock): how long a request waits for its first byte, the bandwidth the device
 /// streams at with requests of the largest size, and what one more request costs.

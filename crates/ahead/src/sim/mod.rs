@@ -525,7 +525,7 @@ impl Simulator {
             ..
         } = self;
         let ctx = Ctx {
-            budget: readahead_budget(cache.capacity(), *open_count),
+            budget: policy::readahead_budget(cache.capacity() as u64, *open_count),
             cache,
             device,
             files,
@@ -558,7 +558,7 @@ impl Simulator {
         }
         let events: Vec<Event> = workload.events.collect();
         let fresh = self.files.is_empty() && self.seq == 0;
-        let budget = readahead_budget(self.cache.capacity(), 1);
+        let budget = policy::readahead_budget(self.cache.capacity() as u64, 1);
         let mut plans = Ramp::plans(self.cache.capacity() as u64, budget);
         if !fresh {
             plans.truncate(1);
@@ -675,7 +675,7 @@ impl Simulator {
             }
         }
         // It holds ahead the readahead budget the policies share (half the cache).
-        let budget = readahead_budget(self.cache.capacity(), 1);
+        let budget = policy::readahead_budget(self.cache.capacity() as u64, 1);
         Oracle::plan(
             &needs,
             OracleSettings {
@@ -741,12 +741,6 @@ impl Simulator {
             files,
         }
     }
-}
-
-/// The readahead budget of one of `open` files in a cache of `capacity` pages: half the cache
-/// for pages read ahead and not yet used, shared by the open files.
-fn readahead_budget(capacity: usize, open: u64) -> u64 {
-    (capacity as u64 / 2 / open.max(1)).max(1)
 }
 
 /// Run `workload` through `policy_name` with `config`.

@@ -66,49 +66,63 @@ struct FixedBuffers {
     registered: Box<[AtomicBool]>,
     /// Set when a registration was refused: every read is a plain one from then on.
     refused: AtomicBool,
+    /// Held while a buffer is registered, so two submitters do not register one twice.
+    registering: Mutex<()>,
 }
 
 impl FixedBuffers {
-    /// The index of the registered buffer holding `[at, at + len)` of the arena, registering
-    /// it if this is the first read there; `None` if none holds it or registration failed.
-    fn index(
-        &self,
-        ring: &IoUring,
-        buf: *mut u8,
-        len: usize,
-        note: &Mutex<Option<String>>,
-    ) -> Option<u16> {
-        if self.refused.load(Ordering::Relaxed) {
-            return None;
-        }
+    /// The buffer that would hold `[buf, buf + len)`: its index, and the range it covers.
+    fn buffer_for(&self, buf: *mut u8, len: usize) -> Option<(usize, usize, usize)> {
         let at = (buf as usize).checked_sub(self.base)?;
         let k = at / self.slab;
         let start = k * self.slab;
         let end = (start + 2 * self.slab).min(self.bytes);
-        if at + len > end || k >= self.registered.len() {
-            return None;
+        (at + len <= end && k < self.registered.len()).then_some((k, start, end))
+    }
+
+    /// Register the buffer that holds `[buf, buf + len)` if no read has reached it yet. Called
+    /// before the submit lock is taken: registering pins the buffer's memory, which costs
+    /// milliseconds the first time the arena's memory is touched, and a reader taking back a
+    /// queued read must not wait behind it.
+    fn ensure(&self, ring: &IoUring, buf: *mut u8, len: usize, note: &Mutex<Option<String>>) {
+        if self.refused.load(Ordering::Relaxed) {
+            return;
         }
-        if !self.registered[k].load(Ordering::Acquire) {
-            let iov = libc::iovec {
-                iov_base: (self.base + start) as *mut libc::c_void,
-                iov_len: end - start,
-            };
-            // SAFETY: the iovec lies within the arena, which outlives the ring (the cache that
-            // owns it is held by the completer, which this backend holds until the ring is
-            // dropped).
-            match unsafe {
-                ring.submitter()
-                    .register_buffers_update(k as u32, &[iov], None)
-            } {
-                Ok(()) => self.registered[k].store(true, Ordering::Release),
-                Err(e) => {
-                    self.refused.store(true, Ordering::Relaxed);
-                    *note.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!(
-                        "io_uring fixed buffers: registering the cache's memory was refused ({e}): plain reads from then on (raise the memlock limit to use them)"
-                    ));
-                    return None;
-                }
+        let Some((k, start, end)) = self.buffer_for(buf, len) else {
+            return;
+        };
+        if self.registered[k].load(Ordering::Acquire) {
+            return;
+        }
+        let _one_at_a_time = self.registering.lock().unwrap_or_else(|p| p.into_inner());
+        if self.registered[k].load(Ordering::Acquire) {
+            return;
+        }
+        let iov = libc::iovec {
+            iov_base: (self.base + start) as *mut libc::c_void,
+            iov_len: end - start,
+        };
+        // SAFETY: the iovec lies within the arena, which outlives the ring (the cache that owns
+        // it is held by the completer, which this backend holds until the ring is dropped).
+        match unsafe {
+            ring.submitter()
+                .register_buffers_update(k as u32, &[iov], None)
+        } {
+            Ok(()) => self.registered[k].store(true, Ordering::Release),
+            Err(e) => {
+                self.refused.store(true, Ordering::Relaxed);
+                *note.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!(
+                    "io_uring fixed buffers: registering the cache's memory was refused ({e}): plain reads from then on (raise the memlock limit to use them)"
+                ));
             }
+        }
+    }
+
+    /// The index of the registered buffer holding `[buf, buf + len)`, if it is registered.
+    fn index(&self, buf: *mut u8, len: usize) -> Option<u16> {
+        let (k, _, _) = self.buffer_for(buf, len)?;
+        if !self.registered[k].load(Ordering::Acquire) {
+            return None;
         }
         u16::try_from(k).ok()
     }
@@ -187,6 +201,7 @@ impl UringBackend {
                     slab,
                     registered: (0..buffers).map(|_| AtomicBool::new(false)).collect(),
                     refused: AtomicBool::new(false),
+                    registering: Mutex::new(()),
                 }),
                 None,
             ),
@@ -232,10 +247,7 @@ impl Shared {
         if op.iov.len() == 1 {
             let buf = op.iov[0].iov_base.cast::<u8>();
             let len = op.iov[0].iov_len;
-            let index = self
-                .fixed
-                .as_ref()
-                .and_then(|f| f.index(&self.ring, buf, len, &self.late_note));
+            let index = self.fixed.as_ref().and_then(|f| f.index(buf, len));
             if let Some(index) = index {
                 return opcode::ReadFixed::new(fd, buf, len as u32, index)
                     .offset(offset)
@@ -371,6 +383,14 @@ impl Backend for UringBackend {
 
     fn submit(&self, op: Box<ReadOp>) {
         let shared = &self.shared;
+        if let (Some(f), [iov]) = (&shared.fixed, op.iov.as_slice()) {
+            f.ensure(
+                &shared.ring,
+                iov.iov_base.cast(),
+                iov.iov_len,
+                &shared.late_note,
+            );
+        }
         let mut s = shared.submit.lock().unwrap_or_else(|p| p.into_inner());
         let bytes = op.len();
         if !s.has_room(bytes) || !s.backlog.is_empty() {
