@@ -179,24 +179,7 @@ pub fn preadv(
 
 /// `pread(2)` into `buf`, retried on `EINTR`: bytes read (0 at the end of the file).
 pub fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    loop {
-        // SAFETY: `buf` is valid for writes of its length.
-        let n = unsafe {
-            libc::pread(
-                fd.as_raw_fd(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                offset as libc::off_t,
-            )
-        };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
+    preadv(fd, &mut [io::IoSliceMut::new(buf)], offset)
 }
 
 /// A zeroed, page-aligned buffer (what `O_DIRECT` reads need), freed on drop.

@@ -360,6 +360,19 @@ fn run_one(
     Ok(run)
 }
 
+/// A raw run's figures (no cache of ahead's between: one request per read), timed over
+/// `elapsed`, with the process's CPU time since `cpu_at_start`.
+fn raw_run(r: raw::RawRun, elapsed: Duration, cpu_at_start: f64) -> Run {
+    let reads = r.reads;
+    let mut run = finish_untracked(
+        (r.bytes, r.reads, r.latencies),
+        elapsed,
+        cpu_seconds() - cpu_at_start,
+    );
+    run.requests = reads;
+    run
+}
+
 /// A run's figures where the device's counters and the pages asked for are not followed.
 fn finish_untracked(m: Measured, elapsed: Duration, cpu_s: f64) -> Run {
     finish(m, elapsed, cpu_s, (0, 0), (0, 0), &Touched::untracked())
@@ -646,13 +659,8 @@ pub fn run(plan: &Plan) -> Result<Outcome, String> {
                 let c0 = cpu_seconds();
                 match raw::random_ceiling(&plan.file, phases, plan.size, plan.cap) {
                     Ok(r) => {
-                        let mut run = finish_untracked(
-                            (r.bytes, r.reads, r.latencies),
-                            r.elapsed,
-                            cpu_seconds() - c0,
-                        );
-                        run.requests = r.reads;
-                        push(&mut runs, p, "device", run);
+                        let elapsed = r.elapsed;
+                        push(&mut runs, p, "device", raw_run(r, elapsed, c0));
                     }
                     Err(e) => notes.push(format!("{p} device: {e}")),
                 }
@@ -666,13 +674,9 @@ pub fn run(plan: &Plan) -> Result<Outcome, String> {
                 let (c0, t0) = (cpu_seconds(), Instant::now());
                 match raw::random_qd32(&plan.file, m, total, plan.cap) {
                     Ok(r) => {
-                        let mut run = finish_untracked(
-                            (r.bytes, r.reads, r.latencies),
-                            t0.elapsed(),
-                            cpu_seconds() - c0,
-                        );
-                        run.requests = r.reads;
-                        run.pages_read = r.reads;
+                        let reads = r.reads;
+                        let mut run = raw_run(r, t0.elapsed(), c0);
+                        run.pages_read = reads;
                         push(&mut runs, "random-4k-qd32", m, run);
                     }
                     Err(e) => notes.push(format!("random-4k-qd32 {m}: {e}")),
@@ -687,12 +691,8 @@ pub fn run(plan: &Plan) -> Result<Outcome, String> {
                 let (c0, x0) = (cpu_seconds(), ahead::os::context_switches());
                 match raw::random_buffered(&plan.file, m, plan.cap) {
                     Ok(r) => {
-                        let mut run = finish_untracked(
-                            (r.bytes, r.reads, r.latencies),
-                            r.elapsed,
-                            cpu_seconds() - c0,
-                        );
-                        run.requests = r.reads;
+                        let elapsed = r.elapsed;
+                        let mut run = raw_run(r, elapsed, c0);
                         run.context_switches =
                             Some(ahead::os::context_switches().saturating_sub(x0));
                         push(&mut runs, "random-4k-buffered", m, run);
