@@ -10,26 +10,12 @@ use ahead::engine::{Advice, BackendChoice, Engine};
 
 const MIB: u64 = 1 << 20;
 
-/// This process's resident memory, from /proc/self/status.
-fn rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/self/status");
-    kb * 1024
-}
+mod common;
+use common::{rss_bytes as rss, write_test_file};
 
 fn make_file(name: &str, size: u64) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("memory-tests");
-    std::fs::create_dir_all(&d).unwrap();
-    let path = d.join(name);
-    if std::fs::metadata(&path).map(|m| m.len()).ok() != Some(size) {
-        let data: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
-        std::fs::write(&path, data).unwrap();
-    }
-    path
+    let data: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+    write_test_file("memory-tests", name, &data)
 }
 
 /// Read `path` whole through `engine` with 1 MiB reads, checking the bytes.

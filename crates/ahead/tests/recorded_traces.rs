@@ -12,7 +12,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ahead::policy::{PolicyConfig, ORACLE, POLICIES};
+use ahead::policy::{ORACLE, POLICIES};
+
+#[path = "common/table.rs"]
+#[allow(dead_code)]
+mod table;
 use ahead::sim::{self, DeviceModel, Metrics, SimConfig};
 use ahead::trace;
 
@@ -169,17 +173,8 @@ fn adaptive_keeps_up_with_the_fastest_policy_on_real_programs_and_none_beats_the
     for (name, t) in &traces {
         for device in DeviceModel::PRESETS {
             for compute_ns_per_page in [0, 10_000] {
-                let config = SimConfig {
-                    device,
-                    compute_ns_per_page,
-                    cache_pages: (64 << 20) / 4096,
-                    policy: PolicyConfig {
-                        ra_max_pages: 2048,
-                        io_max_pages: 1024,
-                        ..PolicyConfig::default()
-                    },
-                    ..SimConfig::default()
-                };
+                // The same settings as the simulator's table of patterns.
+                let config = table::config(device, compute_ns_per_page);
                 let label = format!(
                     "{name} on {} (compute {compute_ns_per_page} ns/page)",
                     device.name

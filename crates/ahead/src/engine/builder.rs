@@ -179,9 +179,7 @@ impl EngineBuilder {
 
     /// Start the engine: allocate the cache, probe and start the backend.
     pub fn build(self) -> io::Result<Engine> {
-        policy::validate_name(&self.policy)
-            .and_then(|()| policy::by_name(&self.policy, PolicyConfig::default()).map(drop))
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        policy::maker(&self.policy).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         if self.budget < MIN_BUDGET {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,

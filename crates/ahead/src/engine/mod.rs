@@ -170,12 +170,9 @@ impl Engine {
 
     /// Open `path` with a policy other than the engine's.
     pub fn open_with_policy(&self, path: impl AsRef<Path>, policy_name: &str) -> io::Result<File> {
-        policy::validate_name(policy_name)
-            .and_then(|()| policy::by_name(policy_name, PolicyConfig::default()).map(drop))
+        let make = policy::maker(policy_name)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        self.open_with(path, |config| {
-            policy::by_name(policy_name, config).expect("a policy name checked above")
-        })
+        self.open_with(path, make)
     }
 
     /// Open `path` with a policy of the caller's own, made by `make` from the settings the

@@ -344,6 +344,9 @@ impl Default for PolicyConfig {
     }
 }
 
+/// How a registered policy makes a fresh per-file instance from the settings.
+pub type MakePolicy = fn(PolicyConfig) -> Box<dyn Policy>;
+
 /// One policy in the registry: its command-line name, a line on what it does, and how to make a
 /// fresh per-file instance from the settings (`None` for the oracle, which needs the whole
 /// trace: only the simulator's `run_workload` builds it).
@@ -354,7 +357,7 @@ pub struct Registered {
     /// What it does, in one line (help texts).
     pub about: &'static str,
     /// A fresh instance for one open file.
-    pub make: Option<fn(PolicyConfig) -> Box<dyn Policy>>,
+    pub make: Option<MakePolicy>,
 }
 
 /// The registered names, in order.
@@ -365,12 +368,13 @@ pub fn names() -> impl Iterator<Item = &'static str> {
 /// The policy that sees the whole trace; only the simulator can build it.
 pub const ORACLE: &str = "oracle";
 
-/// Make a fresh per-file instance of the policy called `name`.
-pub fn by_name(name: &str, config: PolicyConfig) -> Result<Box<dyn Policy>, String> {
+/// How to make the policy called `name`: its registered constructor, or why there is none (an
+/// unknown name, or the oracle, which only the simulator's whole-trace run builds).
+pub fn maker(name: &str) -> Result<MakePolicy, String> {
     match POLICIES.iter().find(|p| p.name == name) {
         Some(Registered {
             make: Some(make), ..
-        }) => Ok(make(config)),
+        }) => Ok(*make),
         Some(_) => Err(format!(
             "the {name} policy needs the whole trace in advance: only the simulator's \
              run_workload (ahead sim, ahead replay) can run it"
@@ -380,6 +384,11 @@ pub fn by_name(name: &str, config: PolicyConfig) -> Result<Box<dyn Policy>, Stri
             names().collect::<Vec<_>>().join(", ")
         )),
     }
+}
+
+/// Make a fresh per-file instance of the policy called `name`.
+pub fn by_name(name: &str, config: PolicyConfig) -> Result<Box<dyn Policy>, String> {
+    maker(name).map(|make| make(config))
 }
 
 /// Check a policy name without building one.
