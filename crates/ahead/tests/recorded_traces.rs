@@ -119,11 +119,15 @@ fn programs(dir: &Path) -> Vec<(String, trace::Trace)> {
             p(&big)
         );
         add("python: runs and skips", vec![s("python3"), s("-c"), skips]);
-        // Four threads, each reading its own quarter in 64 KiB preads.
+        // Four threads, each reading its own quarter in 64 KiB preads, taking turns in order
+        // (each hands the next its turn), so every recording interleaves them alike: left to
+        // the scheduler, the order changed from run to run and so did every policy's figures.
         let quarters = format!(
             "import os,threading\nf=os.open('{}',os.O_RDONLY)\nq=os.fstat(f).st_size//4\n\
-             def go(i):\n    at=i*q\n    while at<(i+1)*q:\n        os.pread(f,64<<10,at); \
-             at+=64<<10\nts=[threading.Thread(target=go,args=(i,)) for i in range(4)]\n\
+             turn=[threading.Semaphore(0) for _ in range(4)]\nturn[0].release()\n\
+             def go(i):\n    at=i*q\n    while at<(i+1)*q:\n        turn[i].acquire(); \
+             os.pread(f,64<<10,at); at+=64<<10; turn[(i+1)%4].release()\n\
+             ts=[threading.Thread(target=go,args=(i,)) for i in range(4)]\n\
              [t.start() for t in ts]; [t.join() for t in ts]\n",
             p(&big)
         );
