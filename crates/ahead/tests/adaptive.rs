@@ -62,6 +62,37 @@ fn interleaved_streams_on_one_file_each_keep_their_window() {
 }
 
 #[test]
+fn readers_each_with_their_own_part_stop_where_the_next_began() {
+    // Four readers, a quarter each, in a cache a quarter of the file: what lies past a
+    // quarter's end was read at the start by the next reader and has been evicted since.
+    let spec = "interleaved:streams=4,size=256m,bs=64k";
+    let a = run("adaptive", spec);
+    // At most the first page of each next quarter (a read that straddles two parts shares it).
+    assert!(a.wasted_pages <= 3, "{a:?}");
+    // The same for a 12-way merge, whose runs end at random times (one page each may be
+    // shared by two runs: the runs are not page-aligned).
+    let m = run("adaptive", "merge:ways=12,size=256m,bs=64k");
+    assert!(m.wasted_pages * 100 <= m.pages_read, "{m:?}");
+}
+
+#[test]
+fn runs_and_skips_are_followed_after_the_first_skip() {
+    // 8 MiB runs, 2 MiB skips, 256 MiB: 25 skips. Only the skips read before the first one
+    // showed the period (the lead reaches into the second) are read through.
+    let m = run("adaptive", "skips:size=256m,bs=256k,run=8m,skip=2m");
+    let skip_pages = (2 << 20) / PAGE_SIZE;
+    assert!(m.wasted_pages <= 2 * skip_pages, "{m:?}");
+    // A reader that skipped once and then reads on in order is not held to the first run's
+    // length: after the skip, one miss where the period would have stopped, then windows.
+    let mut events: Vec<Event> = (0..512).map(|i| read(4 * i, 4)).collect();
+    events.extend((0..2048).map(|i| read(2560 + 4 * i, 4)));
+    let m = sim::run("adaptive", config(), one_file(12288, events))
+        .unwrap()
+        .faithful;
+    assert!(m.sync_requests <= 3, "{m:?}");
+}
+
+#[test]
 fn random_reads_get_exactly_what_they_ask_one_request_each() {
     let m = run("adaptive", "random:size=256m,bs=4k,count=4000");
     // Distinct pages: every page read was asked for (a few windows from chance adjacency).

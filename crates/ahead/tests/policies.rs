@@ -197,3 +197,27 @@ fn none_reads_exactly_the_request() {
 fn fixed_reads_the_request_then_n_pages_ahead() {
     assert_eq!(windows("fixed", 1000, [(0, 4)]), [(0, 4), (4, 32)]);
 }
+
+#[test]
+fn the_readahead_budget_is_shared_by_size_not_by_count() {
+    use ahead::policy::BudgetShares;
+    let cache = 16384; // 64 MiB: half of it, 8192 pages, for readahead
+    let mut shares = BudgetShares::default();
+    shares.open(12288); // the 48 MiB file a script reads
+    assert_eq!(shares.budget(cache), 8192);
+    // The script and a library it opened take what they are, not a third each.
+    shares.open(1);
+    shares.open(3);
+    assert_eq!(shares.budget(cache), 8188);
+    // Two large files share what the small ones leave, equally.
+    shares.open(50_000);
+    assert_eq!(shares.budget(cache), 4094);
+    shares.close(50_000);
+    shares.close(12288);
+    // All open files fit in the half together: each may have all of it.
+    assert_eq!(shares.budget(cache), 8192);
+    shares.close(1);
+    shares.close(3);
+    assert_eq!(shares.handles(), 0);
+    assert_eq!(shares.budget(cache), 8192);
+}

@@ -138,10 +138,23 @@ struct EngineParts {
     backend: Box<dyn Backend>,
     config: EngineBuilder,
     files: Mutex<OpenFiles>,
-    open_handles: AtomicU64,
+    /// The open handles' file sizes, which share the readahead budget, and each one's budget
+    /// in pages (kept here so a read need not take the lock).
+    shares: Mutex<policy::BudgetShares>,
+    budget_pages: AtomicU64,
     fallbacks: Mutex<Vec<String>>,
     started: Instant,
     log: Option<Mutex<Vec<RequestRecord>>>,
+}
+
+impl EngineParts {
+    /// Change the set of open handles with `change` and recompute each one's readahead budget.
+    fn share_budget(&self, change: impl FnOnce(&mut policy::BudgetShares)) {
+        let mut shares = self.shares.lock().unwrap_or_else(|p| p.into_inner());
+        change(&mut shares);
+        let budget = shares.budget(self.core.cache.slots() as u64);
+        self.budget_pages.store(budget, Ordering::Relaxed);
+    }
 }
 
 /// The engine: a cache under one memory budget, an I/O backend, and the files opened through
@@ -255,7 +268,7 @@ impl Engine {
             (m.for_policy(config.io_max_pages), m.version)
         };
         policy.on_device(estimate);
-        inner.open_handles.fetch_add(1, Ordering::Relaxed);
+        inner.share_budget(|s| s.open(data.size.div_ceil(PAGE_SIZE)));
         Ok(File {
             engine: inner.clone(),
             data,

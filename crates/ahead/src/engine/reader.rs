@@ -80,10 +80,7 @@ impl RaContext for EngineCtx<'_> {
     }
 
     fn readahead_budget(&self) -> u64 {
-        policy::readahead_budget(
-            self.engine.core.cache.slots() as u64,
-            self.engine.open_handles.load(Ordering::Relaxed),
-        )
+        self.engine.budget_pages.load(Ordering::Relaxed)
     }
 }
 
@@ -522,7 +519,8 @@ impl File {
 
 impl Drop for File {
     fn drop(&mut self) {
-        self.engine.open_handles.fetch_sub(1, Ordering::Relaxed);
+        let pages = self.data.size.div_ceil(PAGE_SIZE);
+        self.engine.share_budget(|s| s.close(pages));
     }
 }
 

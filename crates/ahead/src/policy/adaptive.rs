@@ -41,8 +41,9 @@
 //!   window (a 128 KiB `read_ahead_kb` would keep 1% of an object store busy).
 //!
 //! Both are capped by memory: the driver's readahead budget for the file
-//! ([`RaContext::readahead_budget`]) is split among its active streams (half of a share at most
-//! for the window, the rest for the lead), so all windows together fit in the cache. Where that
+//! ([`RaContext::readahead_budget`]; twice it for a file no larger than that, which fits in
+//! the cache whole) is split among its active streams (half of a share at most for the window,
+//! the rest for the lead), so all windows together fit in the cache. Where that
 //! share holds a window to no more than one read (a thousand files
 //! read in turn), the guess a file's first read makes still brings in one window past the read,
 //! so the second read does not wait as the first did. A strided stream bets at most 1% of what it
@@ -50,6 +51,14 @@
 //! time, and what is ahead then is wasted. A bet
 //! smaller than the reader's record is not placed at all: it would not hold the next read, only
 //! split it into two requests (the pages ahead, then the rest, waited for).
+//!
+//! A forward stream's readahead stops where another forward stream of the file began, ahead
+//! of its reader (`partition_end`): readers that each began at their own place
+//! (threads with a part each, the runs of a merge) end where the next began, and the pages
+//! there, read once already, may have been evicted since. If the reader goes on there, so do
+//! its windows. A stream whose reader read a run and skipped ahead expects the same again:
+//! its windows stop at the next run's end and go on after the skip, until a run goes on
+//! longer (one miss, then windows as before).
 //!
 //! **Feedback.** Top-ups that find every page cached twice in a row turn the stream's
 //! readahead off (no more lookups); it comes back on after two misses within sixteen reads, so
@@ -150,6 +159,8 @@ struct Stream {
     live: bool,
     tick: u64,
     shape: Shape,
+    /// First page of the stream's first read.
+    origin: u64,
     /// First page of the last read.
     first: u64,
     /// One past the last page of the last read.
@@ -163,8 +174,8 @@ struct Stream {
     /// Forward: pages of gap read through.
     skip: u64,
     /// Forward: first page of the run of reads since the last skip ahead, and the run and skip
-    /// the last skip made (`period_seen` times in a row): once the same twice, readahead
-    /// follows it, stopping at each run's end and going on after the skip.
+    /// the last skip made (`period_seen` times in a row): from the first, readahead follows
+    /// it, stopping at each run's end and going on after the skip, until a run goes on longer.
     run_start: u64,
     period_run: u64,
     period_skip: u64,
@@ -189,6 +200,7 @@ impl Stream {
         live: false,
         tick: 0,
         shape: Shape::Unknown,
+        origin: 0,
         first: 0,
         end: 0,
         reach: 0,
@@ -248,10 +260,10 @@ impl Stream {
         self.run_start = s;
     }
 
-    /// Forward: where a window of `pages` from `from` goes once the stream's runs and skips
-    /// repeat: past the skip if `from` falls in one, and no further than its run's end.
+    /// Forward: where a window of `pages` from `from` goes once the stream has made a skip:
+    /// past the skip if `from` falls in one, and no further than its run's end.
     fn follow_period(&self, from: u64, pages: u64) -> (u64, u64) {
-        if self.period_seen < 2 || self.period_run == 0 || from < self.run_start {
+        if self.period_seen < 1 || self.period_run == 0 || from < self.run_start {
             return (from, pages);
         }
         let period = self.period_run + self.period_skip;
@@ -761,7 +773,7 @@ impl Adaptive {
     /// follows the device (what it needs in flight) within the rest of three quarters of that
     /// share.
     fn stream_caps(&self, ctx: &dyn RaContext) -> Caps {
-        let share = (ctx.readahead_budget() / self.active_streams()).max(1);
+        let share = (self.ahead_budget(ctx) / self.active_streams()).max(1);
         let window = self
             .ra_max
             .max(4 * self.request_cost)
@@ -777,6 +789,21 @@ impl Adaptive {
             .min(self.thrash_cap)
             .max(window);
         Caps { window, lead }
+    }
+
+    /// Pages this file's streams may hold read ahead together: the driver's readahead budget,
+    /// or, for a file no larger than its share of the whole cache (twice that budget, the half
+    /// kept for pages already used included), all of that share: every page of the file fits
+    /// at once, so nothing read ahead can be evicted by the file's own reads before its reader
+    /// comes, and the historical kernels' windows, which take the whole cache, would not beat
+    /// it there.
+    fn ahead_budget(&self, ctx: &dyn RaContext) -> u64 {
+        let budget = ctx.readahead_budget();
+        if ctx.file_pages() <= budget.saturating_mul(2) {
+            budget.saturating_mul(2)
+        } else {
+            budget
+        }
     }
 
     /// Whether a gap of `gap` pages between records of `record` pages is read through: it is
@@ -937,8 +964,12 @@ impl Adaptive {
             } else {
                 (e - s).max(window)
             };
-            // No further than the run's end, where runs and skips repeat.
-            let pages = st.follow_period(s, pages).1.max(e - s);
+            // No further than the run's end, where runs and skips repeat, or than where
+            // another reader began.
+            let pages = st.follow_period(s, pages).1;
+            let bound = self.partition_end(i);
+            let pages = pages.min(bound.saturating_sub(s)).max(e - s);
+            let st = &mut self.streams[i];
             st.frontier = s + pages;
             st.window = window;
             let started = self.issue(ctx, IoKind::Sync, s, pages, e - s);
@@ -949,6 +980,25 @@ impl Adaptive {
             return Some(started + self.lead_loop(i, window, caps, ctx));
         }
         Some(self.lead_loop(i, window, caps, ctx))
+    }
+
+    /// Where forward stream `i`'s readahead stops: the first page at which another forward
+    /// stream began, ahead of `i`'s reader, and has read on from (u64::MAX if none). Readers
+    /// that each began at their own place (threads reading a part each, the runs of a merge)
+    /// end where the next began; the pages there were read once already, and if they are
+    /// evicted, reading them again is a bet on a reader who has shown no sign of wanting
+    /// them. Once `i`'s reader reads there, it goes on as before.
+    fn partition_end(&self, i: usize) -> u64 {
+        let reach = self.streams[i].reach;
+        self.streams
+            .iter()
+            .enumerate()
+            .filter(|&(j, o)| {
+                j != i && o.live && o.shape == Shape::Forward && o.origin + 1 >= reach && o.reach > o.origin + 1
+            })
+            .map(|(_, o)| o.origin + 1)
+            .min()
+            .unwrap_or(u64::MAX)
     }
 
     /// Start windows ahead of forward stream `i` until `lead` pages are ahead of its reader.
@@ -965,11 +1015,14 @@ impl Adaptive {
                 window = sz.next_window(st, caps.window);
             }
             let (from, pages) = st.follow_period(st.frontier, window);
-            st.frontier = from + pages;
-            st.window = window;
-            if from >= self.limit.min(ctx.file_pages()) {
+            let bound = self.partition_end(i);
+            if from >= self.limit.min(ctx.file_pages()).min(bound) {
                 break;
             }
+            let pages = pages.min(bound - from);
+            let st = &mut self.streams[i];
+            st.frontier = from + pages;
+            st.window = window;
             started += self.issue(ctx, IoKind::Ahead, from, pages, 0);
         }
         started
@@ -1126,6 +1179,10 @@ impl Adaptive {
                         st.used += s.saturating_sub(st.reach);
                         st.shape = Shape::Forward;
                         st.reach = e;
+                        // A run longer than the last: the runs do not repeat.
+                        if st.period_seen > 0 && e > st.run_start + st.period_run {
+                            st.period_seen = 0;
+                        }
                     }
                     Shape::Unknown | Shape::Backward => {
                         if st.shape == Shape::Unknown {
@@ -1204,6 +1261,7 @@ impl Adaptive {
         let mut st = Stream::EMPTY;
         st.live = true;
         st.tick = self.tick;
+        st.origin = s;
         st.first = s;
         st.end = e;
         st.reach = e;

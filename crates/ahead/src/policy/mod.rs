@@ -241,6 +241,53 @@ pub fn readahead_budget(cache_pages: u64, open: u64) -> u64 {
     (cache_pages / 2 / open.max(1)).max(1)
 }
 
+/// The sizes of the files open through a driver, for sharing the readahead budget among them
+/// as both drivers do: half the cache for pages read ahead and not yet used, shared max-min
+/// fairly by size. A file never holds more read ahead than it has pages, so a small file's
+/// equal share would sit idle; the level is the one at which every file's
+/// `min(its pages, level)` together fill that half, and each file's budget is the level.
+/// (Equal shares let a script's 4 KiB source file halve the budget of the 48 MiB file it
+/// reads.) When all open files fit in the half together, each may have all of it.
+#[derive(Clone, Debug, Default)]
+pub struct BudgetShares {
+    /// Pages of each open handle's file, ascending.
+    open_pages: Vec<u64>,
+}
+
+impl BudgetShares {
+    /// A handle of a file of `pages` pages was opened.
+    pub fn open(&mut self, pages: u64) {
+        let at = self.open_pages.partition_point(|&p| p < pages);
+        self.open_pages.insert(at, pages);
+    }
+
+    /// A handle of a file of `pages` pages (as given to [`open`](Self::open)) was closed.
+    pub fn close(&mut self, pages: u64) {
+        if let Ok(at) = self.open_pages.binary_search(&pages) {
+            self.open_pages.remove(at);
+        }
+    }
+
+    /// Handles open.
+    pub fn handles(&self) -> u64 {
+        self.open_pages.len() as u64
+    }
+
+    /// Each open file's readahead budget in a cache of `cache_pages` (at least a page).
+    pub fn budget(&self, cache_pages: u64) -> u64 {
+        let mut left = cache_pages / 2;
+        let mut files = self.open_pages.len() as u64;
+        for &pages in &self.open_pages {
+            if pages.saturating_mul(files) > left {
+                return (left / files).max(1);
+            }
+            left -= pages;
+            files -= 1;
+        }
+        (cache_pages / 2).max(1)
+    }
+}
+
 /// What the driver has measured of the device, passed to policies as plain numbers (a policy
 /// never reads a clock): how long a request waits for its first byte, the bandwidth the device
 /// streams at with requests of the largest size, and what one more request costs.

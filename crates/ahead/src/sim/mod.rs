@@ -231,7 +231,8 @@ pub struct Simulator {
     device: Device,
     files: Vec<FileState>,
     opens: Vec<Option<OpenState>>,
-    open_count: u64,
+    /// The open handles' file sizes, which share the readahead budget.
+    shares: policy::BudgetShares,
     thrash: ThrashLog,
     now_ns: u64,
     seq: u64,
@@ -315,7 +316,7 @@ impl Simulator {
             device: Device::new(config.device, config.policy.io_max_pages),
             files: Vec::new(),
             opens: Vec::new(),
-            open_count: 0,
+            shares: policy::BudgetShares::default(),
             thrash: ThrashLog::default(),
             now_ns: 0,
             seq: 0,
@@ -374,9 +375,10 @@ impl Simulator {
         if self.opens.len() <= h {
             self.opens.resize_with(h + 1, || None);
         }
-        if self.opens[h].is_none() {
-            self.open_count += 1;
+        if let Some(old) = &self.opens[h] {
+            self.shares.close(self.files[old.file as usize].pages);
         }
+        self.shares.open(self.files[file as usize].pages);
         self.opens[h] = Some(OpenState {
             file,
             policy,
@@ -388,8 +390,8 @@ impl Simulator {
     /// Close `handle`.
     pub fn close(&mut self, handle: u32) {
         if let Some(slot) = self.opens.get_mut(handle as usize) {
-            if slot.take().is_some() {
-                self.open_count -= 1;
+            if let Some(old) = slot.take() {
+                self.shares.close(self.files[old.file as usize].pages);
             }
         }
     }
@@ -513,7 +515,7 @@ impl Simulator {
     fn ctx_for(&mut self, file: u32, owner: u32) -> (Ctx<'_>, &mut Vec<Option<OpenState>>) {
         let Simulator {
             opens,
-            open_count,
+            shares,
             cache,
             device,
             files,
@@ -525,7 +527,7 @@ impl Simulator {
             ..
         } = self;
         let ctx = Ctx {
-            budget: policy::readahead_budget(cache.capacity() as u64, *open_count),
+            budget: shares.budget(cache.capacity() as u64),
             cache,
             device,
             files,
