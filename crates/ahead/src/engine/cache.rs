@@ -33,6 +33,11 @@
 //!
 //! Lock order: the allocator (the clock) before a shard. Readers take shard locks only, one at
 //! a time, and never the allocator while holding one.
+//!
+//! One file, over 700 lines, on purpose: the word layout below, the lock order above and every
+//! function that moves a page from one state to another must be read together to check that a
+//! hit's lock-free copy is safe; split, a reader would check the layout in one file against
+//! transitions in another. (Its tests are in `cache/tests.rs`.)
 
 use std::io;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -820,133 +825,4 @@ impl Cache {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ready(cache: &Cache, t: &PageTable, first: u64, n: usize, result: io::Result<usize>) {
-        let (claimed, _) = cache.claim_run(t, first, n as u64);
-        assert_eq!(claimed, n as u64);
-        let slots = cache.alloc(t.id, first, n, true);
-        assert_eq!(slots.len(), n);
-        for (i, &s) in slots.iter().enumerate() {
-            // SAFETY: the slots were just allocated to this test and are in flight.
-            unsafe { std::ptr::write_bytes(cache.arena().slot_ptr(s), i as u8 + 1, PAGE) };
-        }
-        cache.complete(t, first, &slots, (n * PAGE) as u64, &result);
-    }
-
-    fn read(cache: &Cache, t: &PageTable, page: u64, buf: &mut [u8]) -> Lookup {
-        let mut stall = Duration::ZERO;
-        cache.read_page(t, page, 0, buf, true, &mut stall)
-    }
-
-    #[test]
-    fn a_failed_read_reports_its_error_and_caches_nothing() {
-        let cache = Cache::new(16).unwrap();
-        let t = cache.table(1, 100);
-        ready(
-            &cache,
-            &t,
-            0,
-            2,
-            Err(io::Error::from_raw_os_error(libc::EIO)),
-        );
-        let mut buf = [0u8; 10];
-        match read(&cache, &t, 0, &mut buf) {
-            Lookup::Failed(f) => assert_eq!(f.error().raw_os_error(), Some(libc::EIO)),
-            _ => panic!("expected the read's error"),
-        }
-        assert!(!cache.is_cached(&t, 0) && !cache.is_cached(&t, 1));
-        assert_eq!(cache.resident_pages(), 0, "no slot stays pinned");
-        // A retry claims the pages again and reads them.
-        ready(&cache, &t, 0, 2, Ok(2 * PAGE));
-        match read(&cache, &t, 1, &mut buf) {
-            Lookup::Copied { n: 10, .. } => assert!(buf.iter().all(|&b| b == 2)),
-            _ => panic!("expected the data"),
-        }
-    }
-
-    #[test]
-    fn a_short_read_caches_only_the_pages_it_filled() {
-        let cache = Cache::new(16).unwrap();
-        let t = cache.table(1, 100);
-        // Three pages asked, one and a half returned (a file truncated meanwhile).
-        ready(&cache, &t, 0, 3, Ok(PAGE + PAGE / 2));
-        assert!(cache.is_cached(&t, 0));
-        assert!(!cache.is_cached(&t, 1) && !cache.is_cached(&t, 2));
-        assert_eq!(cache.resident_pages(), 1);
-    }
-
-    #[test]
-    fn eviction_keeps_to_the_slots_and_remembers_unused_pages() {
-        let cache = Cache::new(8).unwrap();
-        let t = cache.table(1, 1000);
-        for p in 0..8 {
-            ready(&cache, &t, p, 1, Ok(PAGE));
-        }
-        // Full: the next page evicts one that nobody used (wasted, with a shadow).
-        ready(&cache, &t, 100, 1, Ok(PAGE));
-        assert_eq!(cache.resident_pages(), 8);
-        assert_eq!(cache.counters.wasted_pages.load(Ordering::Relaxed), 1);
-        let evicted = (0..8).find(|&p| !cache.is_cached(&t, p)).unwrap();
-        // Reading it again is a refault.
-        assert_eq!(cache.claim_run(&t, evicted, 1), (1, 1));
-    }
-
-    #[test]
-    fn a_copy_raced_by_an_eviction_is_discarded() {
-        let cache = Cache::new(1).unwrap();
-        let t = cache.table(1, 10);
-        ready(&cache, &t, 0, 1, Ok(PAGE));
-        let w = t.get(0).unwrap();
-        let mut buf = [0u8; 8];
-        assert!(cache.try_copy(w, 0, &mut buf).is_some());
-        // Evict page 0 and put page 1 in its slot: a copy through page 0's old word must fail.
-        ready(&cache, &t, 1, 1, Ok(PAGE));
-        assert!(cache.try_copy(w, 0, &mut buf).is_none());
-        assert!(matches!(read(&cache, &t, 0, &mut buf), Lookup::Absent));
-    }
-
-    /// Hit speed against a bare copy: `cargo test --release -p ahead --lib hit_speed --
-    /// --ignored --nocapture`.
-    #[test]
-    #[ignore]
-    fn hit_speed() {
-        let n = 32768usize;
-        let cache = Cache::new(n).unwrap();
-        let t = cache.table(1, n as u64);
-        for p in (0..n as u64).step_by(256) {
-            let (c, _) = cache.claim_run(&t, p, 256);
-            let slots = cache.alloc(1, p, c as usize, true);
-            let len = slots.len() * PAGE;
-            cache.complete(&t, p, &slots, len as u64, &Ok(len));
-        }
-        let mut buf = vec![0u8; PAGE];
-        let mut stall = Duration::ZERO;
-        for _ in 0..3 {
-            let t0 = Instant::now();
-            for _ in 0..8 {
-                for p in 0..n as u64 {
-                    let _ = cache.read_page(&t, p, 0, &mut buf, false, &mut stall);
-                }
-            }
-            let mb = (8 * n * PAGE) as f64 / 1e6;
-            eprintln!("read_page: {:.0} MB/s", mb / t0.elapsed().as_secs_f64());
-            let t0 = Instant::now();
-            for _ in 0..8 {
-                for s in 0..n as u32 {
-                    // SAFETY: every slot is ready and nothing else runs.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(
-                            cache.arena().slot_ptr(s),
-                            buf.as_mut_ptr(),
-                            PAGE,
-                        )
-                    };
-                    std::hint::black_box(&buf);
-                }
-            }
-            eprintln!("copy alone: {:.0} MB/s", mb / t0.elapsed().as_secs_f64());
-        }
-    }
-}
+mod tests;

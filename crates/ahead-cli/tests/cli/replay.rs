@@ -1,0 +1,313 @@
+//! `ahead replay` and `ahead trace`: CSV and strace traces counted as a person would, the
+//! windows file, and kernel tracing refused cleanly where it cannot run.
+
+use super::*;
+
+#[test]
+fn replay_csv_counts_what_a_person_would() {
+    let dir = tmpdir("csv");
+    let p = dir.join("t.csv");
+    // 8 sequential 16 KiB reads of a 128 KiB file, then the same again.
+    let mut text = String::from("# two passes\nfile,offset,len\n");
+    for _pass in 0..2 {
+        for i in 0..8 {
+            text.push_str(&format!("/data/f,{},16384\n", i * 16384));
+        }
+    }
+    std::fs::write(&p, text).unwrap();
+    let out = ahead(&["replay", p.to_str().unwrap(), "--policy", "none", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &v["results"][0];
+    assert_eq!(r["pages_requested"], 64);
+    assert_eq!(r["pages_read"], 32, "the second pass is all hits");
+    assert_eq!(r["hit_pages"], 32);
+    assert_eq!(r["read_requests"], 8);
+    assert_eq!(v["files"][0]["file"], "/data/f");
+    assert_eq!(v["files"][0]["size"], 131072);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+fn have_strace() -> bool {
+    Command::new("strace")
+        .arg("-V")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// Record a real trace of dd reading a 1 MiB file in 16 KiB pieces, and replay it.
+#[test]
+fn replay_of_a_real_strace_trace_matches_a_hand_count() {
+    if !have_strace() {
+        eprintln!("skipped: strace is not installed (apt-get install strace)");
+        return;
+    }
+    let dir = tmpdir("strace");
+    let data = dir.join("data.bin");
+    std::fs::write(&data, vec![7u8; 1 << 20]).unwrap();
+    let log = dir.join("trace.log");
+    let out = ahead(&[
+        "trace",
+        "-o",
+        log.to_str().unwrap(),
+        "--",
+        "dd",
+        &format!("if={}", data.display()),
+        "of=/dev/null",
+        "bs=16k",
+    ]);
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if stderr.contains("ptrace") || stderr.contains("Operation not permitted") {
+            eprintln!("skipped: strace cannot trace here: {stderr}");
+            return;
+        }
+        panic!("ahead trace failed: {stderr}");
+    }
+    // The file is on this machine, so replay would take its device's read_ahead_kb from
+    // sysfs: pin the hand count's settings (128 KiB windows, single-page folios).
+    let out = ahead(&[
+        "replay",
+        log.to_str().unwrap(),
+        "--policy",
+        "none,linux-ondemand,pratt",
+        "--ra-max-kb",
+        "128",
+        "--folio-max-order",
+        "0",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let path = canonical(&data);
+    let file = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["file"] == path)
+        .unwrap_or_else(|| panic!("{path} not in {}", v["files"]));
+    assert_eq!(file["size"], 1 << 20);
+    let by = |p: &str| {
+        file["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["policy"] == p)
+            .unwrap()
+            .clone()
+    };
+    // 64 reads of 4 pages. none: one 4-page request per read.
+    let none = by("none");
+    assert_eq!(
+        (
+            none["pages_requested"].as_u64(),
+            none["pages_read"].as_u64()
+        ),
+        (Some(256), Some(256))
+    );
+    assert_eq!(none["read_requests"], 64);
+    // On-demand, by hand: [0,8) [8,24) [24,56), then 32-page windows to the end:
+    // [56,88) [88,120) [120,152) [152,184) [184,216) [216,248) [248,256) = 10 requests.
+    let od = by("linux-ondemand");
+    assert_eq!(od["pages_read"], 256);
+    assert_eq!(od["read_requests"], 10);
+    assert_eq!(od["sync_requests"], 1);
+    assert_eq!(od["wasted_pages"], 0);
+    // Pratt, by hand: [0,8) then ahead [8,24) at once, then [24,56), [56,88), ... [248,256).
+    let pratt = by("pratt");
+    assert_eq!(pratt["pages_read"], 256);
+    assert_eq!(pratt["read_requests"], 10);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+fn canonical(p: &Path) -> String {
+    std::fs::canonicalize(p)
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn replay_windows_writes_one_row_per_decision() {
+    // 64 sequential 4 KiB reads of a 1 MiB file, 128 KiB window, no large folios: the kernel's
+    // sequence is [0,4) with 3 ahead, then 8, 16, 32 (the rest of the file).
+    let dir = tmpdir("windows");
+    let trace = dir.join("t.csv");
+    let mut csv = String::from("file,offset,len,size\n");
+    for i in 0..64 {
+        csv.push_str(&format!("/data/f,{},4096,1048576\n", i * 4096));
+    }
+    std::fs::write(&trace, csv).unwrap();
+    let windows = dir.join("w.csv");
+    let out = ahead(&[
+        "replay",
+        trace.to_str().unwrap(),
+        "--windows",
+        windows.to_str().unwrap(),
+        "--ra-max-kb",
+        "128",
+        "--folio-max-order",
+        "0",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&windows).unwrap();
+    let rows: Vec<&str> = text.lines().collect();
+    assert_eq!(rows[0], "file,start,size,async_size");
+    assert_eq!(
+        &rows[1..6],
+        [
+            "/data/f,0,4,3",
+            "/data/f,4,8,8",
+            "/data/f,12,16,16",
+            "/data/f,28,32,32",
+            "/data/f,60,32,32"
+        ]
+    );
+    // --windows takes one policy.
+    let out = ahead(&[
+        "replay",
+        trace.to_str().unwrap(),
+        "--windows",
+        windows.to_str().unwrap(),
+        "--policy",
+        "pratt,none",
+    ]);
+    assert_clean_failure(&out, 2, "one --policy");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn kernel_tracing_bad_input_fails_cleanly() {
+    let out = ahead(&["compare", "/nonexistent/ahead-dir"]);
+    assert_clean_failure(&out, 1, "trace --kernel");
+    let out = ahead(&["trace", "--kernel", "--pattern", "seq", "-o", "/tmp/x"]);
+    assert_eq!(out.status.code(), Some(2), "--pattern needs --file");
+    let out = ahead(&[
+        "trace",
+        "--pattern",
+        "seq",
+        "--file",
+        "/tmp/x",
+        "-o",
+        "/tmp/x",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "--pattern needs --kernel");
+    let dir = tmpdir("kernel-bad");
+    let out = ahead(&[
+        "trace",
+        "--kernel",
+        "--pattern",
+        "nosuch",
+        "--file",
+        dir.join("f").to_str().unwrap(),
+        "-o",
+        dir.join("o").to_str().unwrap(),
+    ]);
+    assert_clean_failure(&out, 2, "unknown pattern");
+    // A file shorter than the pattern is refused, not grown.
+    let short = dir.join("short");
+    std::fs::write(&short, b"tiny").unwrap();
+    let out = ahead(&[
+        "trace",
+        "--kernel",
+        "--pattern",
+        "seq:size=1m",
+        "--file",
+        short.to_str().unwrap(),
+        "-o",
+        dir.join("o").to_str().unwrap(),
+    ]);
+    assert_clean_failure(&out, 1, "4 bytes");
+    assert_eq!(std::fs::read(&short).unwrap(), b"tiny");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `replay` simulates: it never opens the files a trace names (strace shows every open it
+/// makes), so it needs no rights to them and cannot disturb them.
+#[test]
+fn replay_never_opens_the_files_a_trace_names() {
+    if !have_strace() {
+        eprintln!("skipped: strace is not installed");
+        return;
+    }
+    let dir = tmpdir("replay-opens");
+    let named = dir.join("named-by-the-trace");
+    std::fs::write(&named, b"do not open").unwrap();
+    let csv = dir.join("t.csv");
+    std::fs::write(
+        &csv,
+        format!(
+            "file,offset,len\n{0},0,4096\n{0},4096,4096\n",
+            named.display()
+        ),
+    )
+    .unwrap();
+    let log = dir.join("opens.log");
+    let out = Command::new("strace")
+        .args(["-f", "-e", "trace=open,openat,openat2", "-o"])
+        .arg(&log)
+        .arg(env!("CARGO_BIN_EXE_ahead"))
+        .arg("replay")
+        .arg(&csv)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let opens = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        opens.contains("t.csv"),
+        "the trace itself is opened: {opens}"
+    );
+    assert!(
+        !opens.contains("named-by-the-trace"),
+        "replay opened a file the trace names"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Recording the kernel's readahead needs root: as anyone else it says so, exit 1.
+#[test]
+fn kernel_tracing_as_a_user_says_it_needs_root() {
+    if !ahead::os::is_root() {
+        let out = ahead(&["trace", "--kernel", "-o", "/tmp/ahead-k", "--", "true"]);
+        assert_clean_failure(&out, 1, "root");
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_ahead");
+    let run_as_nobody = |args: &[&str]| {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", bin])
+            .args(args)
+            .output()
+    };
+    if !run_as_nobody(&["--version"]).is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: cannot run ahead as nobody here");
+        return;
+    }
+    let out = run_as_nobody(&[
+        "trace",
+        "--kernel",
+        "-o",
+        "/tmp/ahead-k-nobody",
+        "--",
+        "true",
+    ])
+    .unwrap();
+    assert_clean_failure(&out, 1, "root");
+}

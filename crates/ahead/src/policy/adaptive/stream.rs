@@ -1,0 +1,454 @@
+//! Streams: which stream of the file a read joins, and how joining moves it on (the module
+//! comment of `adaptive` says what a stream is). Each stream is one reader's history: where
+//! its last read was, its shape, and where its readahead stands.
+
+use super::*;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Shape {
+    /// One read seen (or a stride candidate, when `delta` is set).
+    Unknown,
+    Forward,
+    Backward,
+    Stride,
+}
+
+/// How a read relates to a stream, best first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Join {
+    Continues,
+    InWindow,
+    Repeats,
+    /// A forward stream's reader skipped ahead past what was read ahead (a columnar scan, a
+    /// reader seeking over what it does not need): the same stream, its window kept.
+    Skips,
+    /// A second read at the distance a stride candidate saw: the stride is confirmed.
+    StrideConfirms,
+    /// A first read at some distance from this stream's last: maybe a stride. It starts a new
+    /// stream (the old one may still continue forward: interleaved readers look like a stride
+    /// for one round).
+    StrideCandidate,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Stream {
+    pub(super) live: bool,
+    pub(super) tick: u64,
+    pub(super) shape: Shape,
+    /// First page of the stream's first read.
+    pub(super) origin: u64,
+    /// First page of the last read.
+    pub(super) first: u64,
+    /// One past the last page of the last read.
+    pub(super) end: u64,
+    /// Forward: one past the furthest page read. Backward: the lowest page read.
+    pub(super) reach: u64,
+    /// Pages in the last read.
+    pub(super) record: u64,
+    /// Stride: page distance between read starts (signed).
+    pub(super) delta: i64,
+    /// Forward: pages of gap read through.
+    pub(super) skip: u64,
+    /// Forward: first page of the run of reads since the last skip ahead, and the run and skip
+    /// the last skip made (`period_seen` times in a row): from the first, readahead follows
+    /// it, stopping at each run's end and going on after the skip, until a run goes on longer.
+    pub(super) run_start: u64,
+    pub(super) period_run: u64,
+    pub(super) period_skip: u64,
+    pub(super) period_seen: u8,
+    /// Reads that continued the stream.
+    pub(super) run: u32,
+    /// Pages the stream's reads covered.
+    pub(super) used: u64,
+    /// Forward: first page not yet read ahead. Backward: lowest page read ahead. Stride: start
+    /// of the next record not yet read ahead.
+    pub(super) frontier: u64,
+    /// Pages the next top-up reads (0: no window yet).
+    pub(super) window: u64,
+    pub(super) cached: bool,
+    pub(super) idle_topups: u8,
+    pub(super) misses: u8,
+    pub(super) since_miss: u32,
+}
+
+impl Stream {
+    pub(super) const EMPTY: Stream = Stream {
+        live: false,
+        tick: 0,
+        shape: Shape::Unknown,
+        origin: 0,
+        first: 0,
+        end: 0,
+        reach: 0,
+        record: 0,
+        delta: 0,
+        skip: 0,
+        run_start: 0,
+        period_run: 0,
+        period_skip: 0,
+        period_seen: 0,
+        run: 0,
+        used: 0,
+        frontier: 0,
+        window: 0,
+        cached: false,
+        idle_topups: 0,
+        misses: 0,
+        since_miss: 0,
+    };
+
+    pub(super) fn confirmed(&self) -> bool {
+        self.shape != Shape::Unknown
+    }
+
+    /// Pages read ahead that the reader has not reached.
+    pub(super) fn ahead_pages(&self) -> u64 {
+        match self.shape {
+            Shape::Unknown => 0,
+            Shape::Forward => self.frontier.saturating_sub(self.reach),
+            Shape::Backward => self.reach.saturating_sub(self.frontier),
+            Shape::Stride => self.records_ahead() * self.record,
+        }
+    }
+
+    /// Stride: records read ahead past the last one read.
+    pub(super) fn records_ahead(&self) -> u64 {
+        if self.delta == 0 {
+            return 0;
+        }
+        let span = self.frontier as i64 - self.first as i64;
+        (span / self.delta - 1).max(0) as u64
+    }
+
+    /// Forward: the reader skipped ahead to `s`: the run it ended and the skip, counted if
+    /// the same as the last. Only a run of several reads, no shorter than the skip, counts:
+    /// readers taking turns over one file, or records with small gaps between them, also jump
+    /// ahead within what was read ahead, and are better served by reading through.
+    pub(super) fn note_skip(&mut self, s: u64) {
+        let (run, skip) = (self.reach - self.run_start, s - self.reach);
+        if run < skip.max(4 * self.record) {
+            self.period_seen = 0;
+        } else if (run, skip) == (self.period_run, self.period_skip) {
+            self.period_seen = self.period_seen.saturating_add(1);
+        } else {
+            (self.period_run, self.period_skip, self.period_seen) = (run, skip, 1);
+        }
+        self.run_start = s;
+    }
+
+    /// Forward: where a window of `pages` from `from` goes once the stream has made a skip:
+    /// past the skip if `from` falls in one, and no further than its run's end.
+    pub(super) fn follow_period(&self, from: u64, pages: u64) -> (u64, u64) {
+        if self.period_seen < 1 || self.period_run == 0 || from < self.run_start {
+            return (from, pages);
+        }
+        let period = self.period_run + self.period_skip;
+        let off = (from - self.run_start) % period;
+        let (from, off) = if off >= self.period_run {
+            (from + period - off, 0)
+        } else {
+            (from, off)
+        };
+        (from, pages.min(self.period_run - off).max(1))
+    }
+
+    /// How `(s, e)` relates to this stream, if at all, at read number `now`.
+    pub(super) fn join(&self, s: u64, e: u64, now: u64) -> Option<Join> {
+        if !self.live {
+            return None;
+        }
+        let len = e - s;
+        match self.shape {
+            Shape::Unknown | Shape::Forward => {
+                let behind = self.reach.saturating_sub(1);
+                if s >= behind && s <= self.reach + self.skip && e > self.reach {
+                    return Some(Join::Continues);
+                }
+            }
+            _ => {}
+        }
+        match self.shape {
+            Shape::Unknown | Shape::Backward => {
+                let low = if self.shape == Shape::Backward {
+                    self.reach
+                } else {
+                    self.first
+                };
+                if e <= low + 1 && e >= low && s < low {
+                    return Some(Join::Continues);
+                }
+            }
+            _ => {}
+        }
+        if self.shape == Shape::Stride
+            && s as i64 - self.first as i64 == self.delta
+            && len.abs_diff(self.record) <= 1
+        {
+            return Some(Join::Continues);
+        }
+        if s == self.first && e == self.end {
+            return Some(Join::Repeats);
+        }
+        // Inside the window only counts for a stream read in the last few reads (threads racing
+        // over one region); a random read into an old window is just a cache hit.
+        let recent = now.saturating_sub(self.tick) <= RACE_READS;
+        match self.shape {
+            Shape::Forward if self.window > 0 && recent => {
+                let low = self.first.saturating_sub(self.window);
+                if s >= low && s < self.frontier.max(self.reach) {
+                    return Some(Join::InWindow);
+                }
+            }
+            // Pages this stream read ahead and nobody has reached yet: whoever reads them is
+            // its reader, however many other reads came between.
+            Shape::Forward if self.window > 0 && s >= self.reach && s < self.frontier => {
+                return Some(Join::InWindow);
+            }
+            Shape::Backward
+                if self.window > 0
+                    && recent
+                    && s >= self.frontier
+                    && e <= self.end + self.window =>
+            {
+                return Some(Join::InWindow);
+            }
+            _ => {}
+        }
+        // A skip ahead by a stream that has shown itself sequential is no sign of random reads:
+        // up to four windows (or records) or half of what it has read, it goes on.
+        if self.shape == Shape::Forward && self.run >= 2 && recent && s > self.reach + self.skip {
+            let limit = (4 * self.window.max(self.record)).max(self.used / 2);
+            if s - self.reach <= limit {
+                return Some(Join::Skips);
+            }
+        }
+        if self.shape == Shape::Unknown || (self.shape == Shape::Forward && self.run == 0) {
+            let d = s as i64 - self.first as i64;
+            if d.unsigned_abs() > self.record
+                && d.unsigned_abs() <= MAX_STRIDE_PAGES
+                && len.abs_diff(self.record) <= 1
+            {
+                if self.delta == d {
+                    return Some(Join::StrideConfirms);
+                }
+                if self.delta == 0 {
+                    return Some(Join::StrideCandidate);
+                }
+            }
+        }
+        None
+    }
+}
+
+impl Adaptive {
+    /// Whether another stream's last read lies in what stream `i` read ahead: another reader
+    /// is using those pages (threads sharing the file), so leaving them is no loss.
+    pub(super) fn ahead_read_by_others(&self, i: usize) -> bool {
+        let v = &self.streams[i];
+        let (lo, hi) = match v.shape {
+            Shape::Forward => (v.reach, v.frontier),
+            Shape::Backward => (v.frontier, v.reach),
+            _ => return false,
+        };
+        lo < hi
+            && self
+                .streams
+                .iter()
+                .enumerate()
+                .any(|(j, o)| j != i && o.live && o.first < hi && o.end > lo)
+    }
+
+    /// The stream `(s, e)` joins, and how.
+    pub(super) fn find(&self, s: u64, e: u64) -> Option<(usize, Join)> {
+        // The previous read's stream, continued: the common case, and the answer the scan
+        // would give (`Continues` is the best join, and this stream is the most recent).
+        if self.streams[self.last].join(s, e, self.tick) == Some(Join::Continues) {
+            return Some((self.last, Join::Continues));
+        }
+        let mut best: Option<(usize, Join)> = None;
+        for (i, st) in self.streams.iter().enumerate() {
+            if let Some(j) = st.join(s, e, self.tick) {
+                let better = match best {
+                    None => true,
+                    Some((b, bj)) => j < bj || (j == bj && st.tick > self.streams[b].tick),
+                };
+                if better {
+                    best = Some((i, j));
+                }
+            }
+        }
+        best
+    }
+
+    /// A slot for a new stream: an empty one, else the least recently used.
+    pub(super) fn free_slot(&self) -> usize {
+        let mut pick = 0;
+        for (i, st) in self.streams.iter().enumerate() {
+            if !st.live {
+                return i;
+            }
+            if st.tick < self.streams[pick].tick {
+                pick = i;
+            }
+        }
+        pick
+    }
+
+    /// Streams of this file that read ahead now.
+    pub(super) fn active_streams(&self) -> u64 {
+        self.streams
+            .iter()
+            .filter(|s| s.live && s.confirmed() && s.window > 0 && !s.cached)
+            .count()
+            .max(1) as u64
+    }
+
+    /// A read that joins stream `i` as `join`: update its history.
+    pub(super) fn advance(&mut self, i: usize, join: Join, s: u64, e: u64) {
+        let rt = self.reads_through_gap(i, s);
+        let st = &mut self.streams[i];
+        st.tick = self.tick;
+        let len = e - s;
+        match join {
+            Join::Continues => {
+                match st.shape {
+                    Shape::Unknown | Shape::Forward if s + 1 >= st.reach && e > st.reach => {
+                        if st.shape == Shape::Unknown {
+                            st.frontier = st.frontier.max(st.reach);
+                        }
+                        // A gap read through is the stream's as much as the read: its pages
+                        // count towards what the stream has shown.
+                        st.used += s.saturating_sub(st.reach);
+                        st.shape = Shape::Forward;
+                        st.reach = e;
+                        // A run longer than the last: the runs do not repeat.
+                        if st.period_seen > 0 && e > st.run_start + st.period_run {
+                            st.period_seen = 0;
+                        }
+                    }
+                    Shape::Unknown | Shape::Backward => {
+                        if st.shape == Shape::Unknown {
+                            st.reach = st.first;
+                            st.frontier = st.first;
+                        }
+                        st.shape = Shape::Backward;
+                        st.reach = st.reach.min(s);
+                    }
+                    _ => {}
+                }
+                st.run += 1;
+                st.used += len;
+            }
+            Join::InWindow => {
+                if st.shape == Shape::Forward {
+                    if s > st.reach + st.skip {
+                        // A skip ahead within what was read ahead: a run and a skip.
+                        st.note_skip(s);
+                    }
+                    st.reach = st.reach.max(e);
+                } else {
+                    st.reach = st.reach.min(s);
+                }
+                st.used += len;
+                st.run += 1;
+            }
+            Join::Repeats => {}
+            Join::Skips => {
+                st.note_skip(s);
+                st.reach = e;
+                st.run += 1;
+                st.used += len;
+            }
+            Join::StrideConfirms => {
+                // Third read at the same distance: a stride, or a gap to read through.
+                let d = st.delta;
+                if let Some(gap) = rt {
+                    st.shape = Shape::Forward;
+                    st.skip = gap;
+                    st.reach = e;
+                    st.frontier = e;
+                } else {
+                    st.shape = Shape::Stride;
+                    st.frontier = (s as i64 + d).max(0) as u64;
+                }
+                st.run += 1;
+                st.used += len;
+            }
+            Join::StrideCandidate => unreachable!("a stride candidate starts its own stream"),
+        }
+        st.first = s;
+        st.end = e;
+        st.record = len;
+    }
+
+    /// The gap stream `i` would read through if `s` continued its stride, if small enough.
+    pub(super) fn reads_through_gap(&self, i: usize, s: u64) -> Option<u64> {
+        let st = &self.streams[i];
+        let d = s as i64 - st.first as i64;
+        if d <= 0 || st.delta != d {
+            return None;
+        }
+        let gap = d as u64 - st.record.min(d as u64);
+        self.reads_through(gap, st.record).then_some(gap)
+    }
+
+    /// A read that joins no stream: start one in a free slot.
+    pub(super) fn start_stream(&mut self, s: u64, e: u64, ctx: &dyn RaContext) -> usize {
+        let i = self.free_slot();
+        let victim = self.streams[i];
+        if victim.live && !victim.cached && !self.ahead_read_by_others(i) {
+            // Whatever it had ahead is lost: its reader never came back for it.
+            self.account(0, victim.ahead_pages());
+        }
+        let mut st = Stream::EMPTY;
+        st.live = true;
+        st.tick = self.tick;
+        st.origin = s;
+        st.first = s;
+        st.end = e;
+        st.reach = e;
+        st.frontier = e;
+        st.record = e - s;
+        st.used = e - s;
+        st.run_start = s;
+        // Forward at once: the file's start, a sequential hint, or cached pages just before
+        // (a stream this state lost track of: the kernel's context readahead).
+        let context = s >= CONTEXT_PAGES && (s - CONTEXT_PAGES..s).all(|p| ctx.is_cached(p));
+        if s == 0 || self.sequential || context {
+            st.shape = Shape::Forward;
+            st.reach = s;
+            st.frontier = s;
+        }
+        self.streams[i] = st;
+        i
+    }
+
+    /// A read in a stream whose readahead is off because its pages were cached: count misses.
+    pub(super) fn cached_read(&mut self, i: usize, s: u64, e: u64, ctx: &dyn RaContext) -> bool {
+        let st = &mut self.streams[i];
+        st.since_miss += 1;
+        if st.since_miss > CACHED_SPAN {
+            st.misses = 0;
+        }
+        if !ctx.is_cached(s) || (e - 1 > s && !ctx.is_cached(e - 1)) {
+            st.misses += 1;
+            st.since_miss = 0;
+        }
+        // A forward stream that reads towards pages nobody brought in (it ran through pages
+        // another stream read ahead, the next run of a merge) turns back on before it misses.
+        let ahead = e.saturating_add(st.record);
+        let runs_out =
+            st.shape == Shape::Forward && ahead < ctx.file_pages() && !ctx.is_cached(ahead);
+        if st.misses >= CACHED_ON_MISSES || runs_out {
+            st.cached = false;
+            st.idle_topups = 0;
+            st.frontier = match st.shape {
+                Shape::Backward => st.reach,
+                Shape::Forward => st.reach,
+                _ => st.frontier,
+            };
+            return true;
+        }
+        false
+    }
+}
