@@ -13,6 +13,16 @@ pub(crate) fn engine_help() -> String {
 
 /// The help after `sim`'s and `replay`'s options, from the registries: every policy, pattern
 /// and device model as the library lists them.
+/// `ahead bench --help`'s list of patterns, from the bench's registry.
+pub(crate) fn bench_help() -> String {
+    let mut out =
+        String::from("Patterns (--patterns, comma-separated; all by default, in this order):\n");
+    for p in crate::bench::BENCH_PATTERNS {
+        out.push_str(&format!("  {:<20} {}\n", p.name, p.about));
+    }
+    out
+}
+
 pub(crate) fn after_help() -> String {
     let policies: Vec<&str> = ahead::policy::names().collect();
     let devices: Vec<&str> = DeviceModel::PRESETS.iter().map(|d| d.name).collect();

@@ -76,7 +76,8 @@ fn main() -> ExitCode {
     let command = Cli::command()
         .mut_subcommand("sim", |c| c.after_help(help.clone()))
         .mut_subcommand("replay", |c| c.after_help(help.clone()))
-        .mut_subcommand("cat", |c| c.mut_arg("engine", |a| a.help(engine_help())));
+        .mut_subcommand("cat", |c| c.mut_arg("engine", |a| a.help(engine_help())))
+        .mut_subcommand("bench", |c| c.after_help(bench_help()));
     let cli = match Cli::from_arg_matches(&command.get_matches()) {
         Ok(cli) => cli,
         Err(e) => e.exit(),

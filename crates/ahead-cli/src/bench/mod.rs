@@ -11,6 +11,7 @@ mod ceilings;
 mod patterns;
 mod plot;
 mod raw;
+mod registry;
 mod report;
 pub mod sources;
 
@@ -28,29 +29,13 @@ pub use ceilings::Ceilings;
 use ceilings::*;
 pub use patterns::write_random_file;
 use patterns::*;
+pub use registry::{names as pattern_names, BENCH_PATTERNS};
+use registry::{Runs, Yardstick};
 use report::*;
 pub use report::{json, table};
 
-/// Every pattern, in suite order.
-pub const PATTERNS: &[&str] = &[
-    "seq-4k",
-    "seq-16k",
-    "seq-128k",
-    "seq-1m",
-    "reread-4k",
-    "reverse-64k",
-    "stride-16k",
-    "random-4k",
-    "random-mix",
-    "pread-16k",
-    "interleave-16",
-    "tiobench",
-    "random-4k-qd32",
-    "random-4k-buffered",
-    "nfiles",
-    "overlap",
-    "paper",
-];
+/// random-4k-qd32's methods: plain preads, a thread pool, io_uring.
+const QD32_METHODS: [&str; 3] = ["sync", "threads", "uring"];
 
 /// The contenders run when none are named.
 pub const DEFAULT_CONTENDERS: &[&str] =
@@ -218,7 +203,8 @@ fn run_one(
     let size = plan.size;
     let mut touched = Touched::new(size);
     let source = Source::open(contender, &plan.file, &plan.engine).map_err(|e| e.to_string())?;
-    if pattern == "reread-4k" {
+    let runs = registry::find(pattern).map(|p| &p.runs);
+    if let Some(Runs::Warm) = runs {
         // Bring it in, unmeasured; then the measured pass.
         // Half the budget, at most 512 MiB: the warm pass is not what is measured.
         let region = (plan.engine.budget / 2).min(size).min(512 << 20);
@@ -249,17 +235,10 @@ fn run_one(
         ));
     }
     let (d0, cpu0, t0) = (disk.read(), cpu_seconds(), Instant::now());
-    let r = match pattern {
-        "interleave-16" => {
-            let r = interleave(&source, size, 16, plan.cap)?;
-            touched.mark(0, r.0);
-            r
-        }
-        "tiobench" => {
-            touched = Touched::untracked();
-            tiobench(&source, size, plan.cap, size)?
-        }
-        p => {
+    let r = match runs {
+        Some(Runs::Threads(threads)) => threads(&source, size, plan.cap, &mut touched)?,
+        _ => {
+            let p = pattern;
             let max = if p.starts_with("random") {
                 size
             } else {
@@ -345,10 +324,8 @@ pub struct Outcome {
 /// The patterns read at random, held to the random ceiling: the same reads at random offsets,
 /// `O_DIRECT`, 32 in flight (tiobench's two sizes for half the time each).
 fn random_phases(pattern: &str) -> Option<&'static [(usize, f64)]> {
-    match pattern {
-        "random-4k" => Some(&[(4096, 1.0)]),
-        "random-mix" => Some(&[(16 << 10, 1.0)]),
-        "tiobench" => Some(&[(16 << 10, 0.5), (512 << 10, 0.5)]),
+    match registry::find(pattern)?.yardstick {
+        Yardstick::Random(phases) => Some(phases),
         _ => None,
     }
 }
@@ -356,12 +333,7 @@ fn random_phases(pattern: &str) -> Option<&'static [(usize, f64)]> {
 /// Patterns whose rows have no device ratio: the warm one, and those that are experiments of
 /// their own (their rows are methods or counts, not contenders on one pattern).
 fn no_device_ratio(pattern: &str) -> bool {
-    pattern == "reread-4k"
-        || pattern.starts_with("random-4k-qd32")
-        || pattern.starts_with("random-4k-buffered")
-        || pattern.starts_with("nfiles")
-        || pattern.starts_with("overlap")
-        || pattern.starts_with("paper")
+    registry::for_row(pattern).is_some_and(|p| matches!(p.yardstick, Yardstick::None))
 }
 
 /// The sequential sweep's row name.
@@ -396,17 +368,16 @@ fn best_streaming(
 /// random ceiling right after its contenders.
 pub fn run(plan: &Plan) -> Result<Outcome, String> {
     let mut notes = Vec::new();
-    let special = [
-        "random-4k-qd32",
-        "random-4k-buffered",
-        "nfiles",
-        "overlap",
-        "paper",
-    ];
+    // Every contender runs the patterns that are not experiments of their own.
     let plain: Vec<&String> = plan
         .patterns
         .iter()
-        .filter(|p| !special.contains(&p.as_str()))
+        .filter(|p| {
+            !matches!(
+                registry::find(p).map(|p| &p.runs),
+                Some(Runs::Experiment { .. })
+            )
+        })
         .collect();
     let has = |p: &str| plan.patterns.iter().any(|x| x == p);
     let device = plan.contenders.contains(&Contender::Device);
@@ -420,14 +391,13 @@ pub fn run(plan: &Plan) -> Result<Outcome, String> {
     } else {
         Vec::new()
     };
-    let randoms = plain.iter().filter(|p| random_phases(p).is_some()).count();
-    let total_runs = plan.repeat * plain.len() * rotation.len()
-        + plan.repeat * (sweep.len() + if device { randoms } else { 0 })
-        + has("random-4k-qd32") as usize * plan.repeat * 3
-        + has("random-4k-buffered") as usize * plan.repeat * raw::BUFFERED_METHODS.len()
-        + has("overlap") as usize * plan.repeat * 4
-        + has("nfiles") as usize * plan.repeat * 6
-        + has("paper") as usize * 7 * 4;
+    let total_runs = registry::total_runs(
+        &plan.patterns,
+        plan.repeat,
+        rotation.len(),
+        device,
+        sweep.len(),
+    );
     let bar = if std::io::stderr().is_terminal() {
         let b = indicatif::ProgressBar::new(total_runs as u64);
         b.set_style(
@@ -504,7 +474,7 @@ pub fn run(plan: &Plan) -> Result<Outcome, String> {
         }
         if has("random-4k-qd32") {
             let total = (4u64 << 30) / 4096;
-            for m in ["sync", "threads", "uring"] {
+            for m in QD32_METHODS {
                 bar.set_message(format!("random-4k-qd32 {m}"));
                 let (c0, t0) = (cpu_seconds(), Instant::now());
                 match raw::random_qd32(&plan.file, m, total, plan.cap) {

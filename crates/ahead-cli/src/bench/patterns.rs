@@ -5,40 +5,36 @@
 
 use super::*;
 
-/// A single-threaded pattern's reads: (offset, length).
-pub(super) fn reads_of(pattern: &str, size: u64) -> Box<dyn Iterator<Item = (u64, u64)>> {
-    let seq = move |bs: u64| Box::new((0..size.div_ceil(bs)).map(move |i| (i * bs, bs)));
-    let mut rng = ahead::pattern::SplitMix64(1);
-    match pattern {
-        "seq-4k" => seq(4096),
-        "seq-16k" | "pread-16k" => seq(16 << 10),
-        "seq-128k" => seq(128 << 10),
-        "seq-1m" => seq(1 << 20),
-        "reverse-64k" => {
-            let n = size / (64 << 10);
-            Box::new((0..n).rev().map(|i| (i * (64 << 10), 64 << 10)))
-        }
-        "stride-16k" => Box::new((0..size / (32 << 10)).map(|i| (i * (32 << 10), 16 << 10))),
-        "random-4k" => {
-            let pages = size / 4096;
-            Box::new((0..).map(move |_| (rng.below(pages) * 4096, 4096)))
-        }
-        "random-mix" => {
-            // iozone's mix: half the reads continue, half jump to a random 16 KiB record.
-            let records = size / (16 << 10);
-            let mut at = 0;
-            Box::new((0..).map(move |_| {
-                let r = if rng.below(2) == 0 {
-                    rng.below(records)
-                } else {
-                    at % records
-                };
-                at = r + 1;
-                (r * (16 << 10), 16 << 10)
-            }))
-        }
+/// A single-reader pattern's reads: (offset, length), from its line in the registry (none for
+/// any other pattern).
+pub(super) fn reads_of(pattern: &str, size: u64) -> registry::Reads {
+    match registry::find(pattern).map(|p| &p.runs) {
+        Some(registry::Runs::Reads(reads)) => reads(size),
         _ => Box::new(std::iter::empty()),
     }
+}
+
+/// interleave-16's run, as the registry calls it: 16 threads, the whole file read.
+pub(super) fn interleave_run(
+    source: &Source,
+    size: u64,
+    cap: Duration,
+    touched: &mut Touched,
+) -> Result<Measured, String> {
+    let r = interleave(source, size, 16, cap)?;
+    touched.mark(0, r.0);
+    Ok(r)
+}
+
+/// tiobench's run, as the registry calls it: its reads are not followed page by page.
+pub(super) fn tiobench_run(
+    source: &Source,
+    size: u64,
+    cap: Duration,
+    touched: &mut Touched,
+) -> Result<Measured, String> {
+    *touched = Touched::untracked();
+    tiobench(source, size, cap, size)
 }
 
 /// Run `reads` on `source` until they end, `cap` passes, or `max_bytes`; `compute_ns_per_byte`

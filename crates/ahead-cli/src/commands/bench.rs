@@ -21,15 +21,18 @@ pub(crate) fn cmd_bench(a: BenchArgs) -> Result<String, Failure> {
     let patterns: Vec<String> = match &a.patterns {
         Some(list) => {
             let v: Vec<String> = list.split(',').map(|s| s.trim().to_string()).collect();
-            if let Some(bad) = v.iter().find(|p| !bench::PATTERNS.contains(&p.as_str())) {
+            if let Some(bad) = v
+                .iter()
+                .find(|p| bench::pattern_names().all(|n| n != p.as_str()))
+            {
                 return Err(usage(format!(
                     "unknown pattern '{bad}'; known: {}",
-                    bench::PATTERNS.join(", ")
+                    bench::pattern_names().collect::<Vec<_>>().join(", ")
                 )));
             }
             v
         }
-        None => bench::PATTERNS.iter().map(|s| s.to_string()).collect(),
+        None => bench::pattern_names().map(str::to_string).collect(),
     };
     let contenders = match &a.contenders {
         Some(list) => list

@@ -1,0 +1,301 @@
+//! The bench patterns, each listed once: its name, what it is, how it runs, how many runs a
+//! repeat makes and what its device ratio is over. `--patterns`, its error, the suite's order,
+//! the progress bar's total, the random ceilings and the rows without a device ratio all come
+//! from [`BENCH_PATTERNS`]. A pattern that is one reader's sequence of reads is its line here
+//! and nothing else (the line holds the sequence); a threaded one names its function in
+//! `patterns.rs`; an experiment (rows of its own: methods, counts) names how many runs it makes
+//! and is run by its function, called from `run` in `mod.rs`.
+
+use super::patterns::{interleave_run, tiobench_run};
+use super::sources::Source;
+use super::{Measured, Touched};
+use std::time::Duration;
+
+/// One reader's reads, (offset, length) in bytes.
+pub(super) type Reads = Box<dyn Iterator<Item = (u64, u64)>>;
+
+/// A threaded pattern's run: the source, the file's bytes, the time cap, the pages asked for.
+pub(super) type ThreadsRun = fn(&Source, u64, Duration, &mut Touched) -> Result<Measured, String>;
+
+/// One bench pattern.
+pub struct BenchPattern {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub(super) runs: Runs,
+    pub(super) yardstick: Yardstick,
+}
+
+/// How a pattern runs.
+pub(super) enum Runs {
+    /// One reader's reads of a file of the given bytes, by every contender in turn.
+    Reads(fn(u64) -> Reads),
+    /// The file's first part read once unmeasured, then again measured, by every contender.
+    Warm,
+    /// Threads over the file, by every contender in turn.
+    Threads(ThreadsRun),
+    /// An experiment with rows of its own; it makes `per_repeat` runs each repeat, or, `once`,
+    /// that many in all.
+    Experiment {
+        per_repeat: fn() -> usize,
+        once: bool,
+    },
+}
+
+/// What a pattern's `x device` is over.
+pub(super) enum Yardstick {
+    /// The best of the sequential sweep.
+    Sequential,
+    /// The same reads at random offsets, `O_DIRECT`, 32 in flight: (read bytes, share of the
+    /// time) per phase (see `Ceilings::random_bound` for how a row is held to it).
+    Random(&'static [(usize, f64)]),
+    /// None: a warm pattern, or an experiment.
+    None,
+}
+
+/// Sequential reads of `bs` bytes from the start.
+fn seq(size: u64, bs: u64) -> Reads {
+    Box::new((0..size.div_ceil(bs)).map(move |i| (i * bs, bs)))
+}
+
+/// Every bench pattern, in suite order.
+pub const BENCH_PATTERNS: &[BenchPattern] = &[
+    BenchPattern {
+        name: "seq-4k",
+        about: "4 KiB reads in order",
+        runs: Runs::Reads(|size| seq(size, 4096)),
+        yardstick: Yardstick::Sequential,
+    },
+    BenchPattern {
+        name: "seq-16k",
+        about: "16 KiB reads in order",
+        runs: Runs::Reads(|size| seq(size, 16 << 10)),
+        yardstick: Yardstick::Sequential,
+    },
+    BenchPattern {
+        name: "seq-128k",
+        about: "128 KiB reads in order",
+        runs: Runs::Reads(|size| seq(size, 128 << 10)),
+        yardstick: Yardstick::Sequential,
+    },
+    BenchPattern {
+        name: "seq-1m",
+        about: "1 MiB reads in order",
+        runs: Runs::Reads(|size| seq(size, 1 << 20)),
+        yardstick: Yardstick::Sequential,
+    },
+    BenchPattern {
+        name: "reread-4k",
+        about: "4 KiB reads in order of a part already read (warm)",
+        runs: Runs::Warm,
+        yardstick: Yardstick::None,
+    },
+    BenchPattern {
+        name: "reverse-64k",
+        about: "64 KiB reads from the end back",
+        runs: Runs::Reads(|size| {
+            let n = size / (64 << 10);
+            Box::new((0..n).rev().map(|i| (i * (64 << 10), 64 << 10)))
+        }),
+        yardstick: Yardstick::Sequential,
+    },
+    BenchPattern {
+        name: "stride-16k",
+        about: "16 KiB records, 16 KiB gaps",
+        runs: Runs::Reads(|size| {
+            Box::new((0..size / (32 << 10)).map(|i| (i * (32 << 10), 16 << 10)))
+        }),
+        yardstick: Yardstick::Sequential,
+    },
+    BenchPattern {
+        name: "random-4k",
+        about: "4 KiB reads at random, one at a time, as many as the file has pages",
+        runs: Runs::Reads(|size| {
+            let mut rng = ahead::pattern::SplitMix64(1);
+            let pages = size / 4096;
+            Box::new((0..).map(move |_| (rng.below(pages) * 4096, 4096)))
+        }),
+        yardstick: Yardstick::Random(&[(4096, 1.0)]),
+    },
+    BenchPattern {
+        name: "random-mix",
+        about: "iozone's mix: half the 16 KiB reads continue, half jump to a random record",
+        runs: Runs::Reads(|size| {
+            let mut rng = ahead::pattern::SplitMix64(1);
+            let records = size / (16 << 10);
+            let mut at = 0;
+            Box::new((0..).map(move |_| {
+                let r = if rng.below(2) == 0 {
+                    rng.below(records)
+                } else {
+                    at % records
+                };
+                at = r + 1;
+                (r * (16 << 10), 16 << 10)
+            }))
+        }),
+        yardstick: Yardstick::Random(&[(16 << 10, 1.0)]),
+    },
+    BenchPattern {
+        name: "pread-16k",
+        about: "16 KiB preads in order",
+        runs: Runs::Reads(|size| seq(size, 16 << 10)),
+        yardstick: Yardstick::Sequential,
+    },
+    BenchPattern {
+        name: "interleave-16",
+        about: "16 threads, each taking the next 64 KiB in turn in 4 KiB reads (nfsd's order)",
+        runs: Runs::Threads(interleave_run),
+        yardstick: Yardstick::Sequential,
+    },
+    BenchPattern {
+        name: "tiobench",
+        about: "random 16 KiB and 512 KiB reads by 1, 4, 16 and 64 threads",
+        runs: Runs::Threads(tiobench_run),
+        yardstick: Yardstick::Random(&[(16 << 10, 0.5), (512 << 10, 0.5)]),
+    },
+    BenchPattern {
+        name: "random-4k-qd32",
+        about: "4 KiB at random, 32 in flight: plain preads, a thread pool, io_uring",
+        runs: Runs::Experiment {
+            per_repeat: || super::QD32_METHODS.len(),
+            once: false,
+        },
+        yardstick: Yardstick::None,
+    },
+    BenchPattern {
+        name: "random-4k-buffered",
+        about: "seed 004: buffered 4 KiB at random, QD32: preadv, io_uring workers, native async",
+        runs: Runs::Experiment {
+            per_repeat: || super::raw::BUFFERED_METHODS.len(),
+            once: false,
+        },
+        yardstick: Yardstick::None,
+    },
+    BenchPattern {
+        name: "nfiles",
+        about: "one reader over N files at once, N = 10, 100, 1000",
+        runs: Runs::Experiment {
+            per_repeat: || 3 * 2,
+            once: false,
+        },
+        yardstick: Yardstick::None,
+    },
+    BenchPattern {
+        name: "overlap",
+        about: "128 KiB reads with compute a quarter and four times the device's speed",
+        runs: Runs::Experiment {
+            per_repeat: || 2 * 2,
+            once: false,
+        },
+        yardstick: Yardstick::None,
+    },
+    BenchPattern {
+        name: "paper",
+        about: "the 2004 paper's Figures 4-10 on the real file, engine against simulator",
+        runs: Runs::Experiment {
+            per_repeat: || 7 * 4,
+            once: true,
+        },
+        yardstick: Yardstick::None,
+    },
+];
+
+/// Every pattern's name, in suite order.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    BENCH_PATTERNS.iter().map(|p| p.name)
+}
+
+/// The pattern called `name`.
+pub(super) fn find(name: &str) -> Option<&'static BenchPattern> {
+    BENCH_PATTERNS.iter().find(|p| p.name == name)
+}
+
+/// The pattern a row belongs to: its name, or the pattern it is a part of (`nfiles-10`,
+/// `paper-fig4`, `overlap-slow`).
+pub(super) fn for_row(row: &str) -> Option<&'static BenchPattern> {
+    find(row).or_else(|| {
+        BENCH_PATTERNS.iter().find(|p| {
+            row.strip_prefix(p.name)
+                .is_some_and(|rest| rest.starts_with('-') || rest.starts_with(' '))
+        })
+    })
+}
+
+/// How many runs `patterns` make in `repeat` repeats with `contenders` contenders (the
+/// `device` contender apart), and with `device_rows` (the sweep's configurations) if the
+/// device is measured: the progress bar's total.
+pub(super) fn total_runs(
+    patterns: &[String],
+    repeat: usize,
+    contenders: usize,
+    device: bool,
+    sweep: usize,
+) -> usize {
+    let mut total = repeat * sweep;
+    for p in patterns.iter().filter_map(|p| find(p)) {
+        total += match &p.runs {
+            Runs::Reads(_) | Runs::Warm | Runs::Threads(_) => {
+                repeat
+                    * (contenders
+                        + (device && matches!(p.yardstick, Yardstick::Random(_))) as usize)
+            }
+            Runs::Experiment { per_repeat, once } => per_repeat() * if *once { 1 } else { repeat },
+        };
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_pattern_is_listed_once_and_its_rows_find_it() {
+        let mut names: Vec<&str> = names().collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), BENCH_PATTERNS.len());
+        for (row, pattern) in [
+            ("nfiles-10", "nfiles"),
+            ("paper-fig4", "paper"),
+            ("overlap-slow", "overlap"),
+            ("random-4k-qd32", "random-4k-qd32"),
+            ("random-4k", "random-4k"),
+        ] {
+            assert_eq!(for_row(row).map(|p| p.name), Some(pattern), "{row}");
+        }
+        assert!(for_row("device-seq").is_none());
+    }
+
+    #[test]
+    fn one_readers_patterns_read_within_the_file() {
+        let size = 1 << 20;
+        for p in BENCH_PATTERNS {
+            if let Runs::Reads(reads) = p.runs {
+                let v: Vec<(u64, u64)> = reads(size).take(10_000).collect();
+                assert!(!v.is_empty(), "{}", p.name);
+                assert!(v.iter().all(|&(o, l)| l > 0 && o + l <= size), "{}", p.name);
+            }
+        }
+    }
+
+    #[test]
+    fn the_run_count_follows_the_table() {
+        let all: Vec<String> = names().map(str::to_string).collect();
+        let (repeat, contenders, sweep) = (5, 4, 9);
+        let plain = BENCH_PATTERNS
+            .iter()
+            .filter(|p| !matches!(p.runs, Runs::Experiment { .. }))
+            .count();
+        let randoms = BENCH_PATTERNS
+            .iter()
+            .filter(|p| matches!(p.yardstick, Yardstick::Random(_)))
+            .count();
+        let experiments = 5 * (3 + 3 + 6 + 4) + 7 * 4;
+        assert_eq!(
+            total_runs(&all, repeat, contenders, true, sweep),
+            repeat * sweep + repeat * plain * contenders + repeat * randoms + experiments
+        );
+        assert_eq!(total_runs(&["seq-4k".into()], 2, 3, false, 0), 6);
+    }
+}
