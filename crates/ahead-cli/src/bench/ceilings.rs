@@ -65,7 +65,7 @@ pub(super) fn random_bound(
 /// distinct: its own sequence replayed where the pattern is one reader's (`reads_of`), else
 /// (tiobench's threads) the expected coverage of uniform random reads, `F (1 - e^(-A/F))`.
 pub(super) fn distinct_bytes(pattern: &str, file_bytes: u64, app_bytes: u64) -> u64 {
-    let pages = file_bytes.div_ceil(4096).max(1);
+    let pages = file_bytes.div_ceil(PAGE_SIZE).max(1);
     let mut reads = reads_of(pattern, file_bytes).peekable();
     if reads.peek().is_none() {
         let f = file_bytes as f64;
@@ -78,11 +78,11 @@ pub(super) fn distinct_bytes(pattern: &str, file_bytes: u64, app_bytes: u64) -> 
             break;
         }
         served += len;
-        for page in off / 4096..(off + len).div_ceil(4096).min(pages) {
+        for page in off / PAGE_SIZE..(off + len).div_ceil(PAGE_SIZE).min(pages) {
             let (w, b) = ((page / 64) as usize, page % 64);
             if seen[w] & (1 << b) == 0 {
                 seen[w] |= 1 << b;
-                distinct += 4096;
+                distinct += PAGE_SIZE;
             }
         }
     }

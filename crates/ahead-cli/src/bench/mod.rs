@@ -127,6 +127,7 @@ fn percentile(lat: &mut [u32], q: f64) -> f64 {
 }
 
 use ahead::os::cpu_seconds;
+use ahead::PAGE_SIZE;
 
 /// The block device's counters for `path`'s filesystem: (reads completed, sectors read).
 struct DiskStat(Option<PathBuf>);
@@ -165,7 +166,7 @@ struct Touched {
 impl Touched {
     fn new(size: u64) -> Touched {
         Touched {
-            bits: vec![0; (size / 4096 / 64 + 1) as usize],
+            bits: vec![0; (size / PAGE_SIZE / 64 + 1) as usize],
             tracked: size > 0,
         }
     }
@@ -180,7 +181,7 @@ impl Touched {
         if len == 0 {
             return;
         }
-        for p in offset / 4096..=(offset + len - 1) / 4096 {
+        for p in offset / PAGE_SIZE..=(offset + len - 1) / PAGE_SIZE {
             if let Some(w) = self.bits.get_mut((p / 64) as usize) {
                 *w |= 1 << (p % 64);
             }
@@ -473,7 +474,7 @@ pub fn run(plan: &Plan) -> Result<Outcome, String> {
             }
         }
         if has("random-4k-qd32") {
-            let total = (4u64 << 30) / 4096;
+            let total = (4u64 << 30) / (4 << 10);
             for m in QD32_METHODS {
                 bar.set_message(format!("random-4k-qd32 {m}"));
                 let (c0, t0) = (cpu_seconds(), Instant::now());

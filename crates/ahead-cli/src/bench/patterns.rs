@@ -105,7 +105,7 @@ pub(super) fn interleave(
             .map(|_| {
                 let next = &next;
                 s.spawn(move || {
-                    let mut buf = vec![0u8; 4096];
+                    let mut buf = vec![0u8; 4 << 10];
                     let mut scratch = Aligned::new(16384);
                     let (mut b, mut n, mut lat) = (0u64, 0u64, Vec::new());
                     loop {
@@ -116,7 +116,7 @@ pub(super) fn interleave(
                         for k in 0..16 {
                             let t = Instant::now();
                             let got = source
-                                .read_at(&mut buf, c * (64 << 10) + k * 4096, &mut scratch)
+                                .read_at(&mut buf, c * (64 << 10) + k * (4 << 10), &mut scratch)
                                 .map_err(|e| e.to_string())?;
                             lat.push(raw::ns_since(t));
                             b += got as u64;
@@ -376,7 +376,7 @@ pub fn write_random_file(path: &Path, size: u64, seed: u64) -> std::io::Result<(
         Some(_) => std::fs::OpenOptions::new().write(true).open(path)?,
         None => create(0)?,
     };
-    let whole_pages = size / 4096 * 4096;
+    let whole_pages = size / PAGE_SIZE * PAGE_SIZE;
     let mut rng = ahead::pattern::SplitMix64(size ^ seed);
     let mut block = Aligned::new(BLOCK);
     let mut off = 0u64;
@@ -421,7 +421,7 @@ pub(super) fn paper(
             bar.set_message(format!("paper fig {} {policy}", fig.figure));
             let pattern = fig.pattern(0);
             let workload = pattern.workload();
-            let span = (fig.read_pages + fig.seek_pages) * fig.repeat * 4096;
+            let span = (fig.read_pages + fig.seek_pages) * fig.repeat * PAGE_SIZE;
             if span > plan.size {
                 return Err(format!(
                     "figure {} needs a file of {span} bytes",
@@ -456,7 +456,7 @@ pub(super) fn paper(
             let sim = ahead::sim::run(
                 policy,
                 ahead::SimConfig {
-                    cache_pages: (plan.engine.budget / 4096) as usize,
+                    cache_pages: (plan.engine.budget / PAGE_SIZE) as usize,
                     policy: ahead::PolicyConfig {
                         ra_max_pages: 32,
                         io_max_pages: 32,

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use ahead::os::AlignedBuf;
+use ahead::PAGE_SIZE;
 use io_uring::{opcode, squeue, types, IoUring};
 
 use super::sources::{drop_kernel_cache, open_direct, Aligned};
@@ -39,7 +40,7 @@ fn buffers(qd: usize, bs: usize) -> Vec<Aligned> {
     (0..qd)
         .map(|_| {
             let mut b = Aligned::huge(bs);
-            for page in b.as_mut_slice().chunks_mut(4096) {
+            for page in b.as_mut_slice().chunks_mut(PAGE_SIZE as usize) {
                 page[0] = 1;
             }
             b
@@ -105,7 +106,7 @@ pub fn streaming(path: &Path, s: Streaming, limit: u64, cap: Duration) -> io::Re
             if at >= size {
                 return None;
             }
-            let len = s.bs.min((size - at).next_multiple_of(4096) as usize);
+            let len = s.bs.min((size - at).next_multiple_of(PAGE_SIZE) as usize);
             at += len as u64;
             Some((at - len as u64, len))
         },
@@ -131,7 +132,7 @@ pub fn random_ceiling(
     drop_kernel_cache(path)?;
     let file = open_direct(path)?;
     let size = file.metadata()?.len();
-    let largest = phases.iter().map(|p| p.0).max().unwrap_or(4096);
+    let largest = phases.iter().map(|p| p.0).max().unwrap_or(4 << 10);
     let mut ring = IoUring::new(64)?;
     let start = Instant::now();
     let (mut bytes, mut reads, mut latencies) = (0u64, 0u64, Vec::new());
@@ -166,18 +167,18 @@ pub fn random_ceiling(
 pub fn random_qd32(path: &Path, method: &str, total: u64, cap: Duration) -> io::Result<RawRun> {
     drop_kernel_cache(path)?;
     let file = open_direct(path)?;
-    let pages = (file.metadata()?.len() / 4096).max(1);
+    let pages = (file.metadata()?.len() / PAGE_SIZE).max(1);
     let start = Instant::now();
     let deadline = start + cap;
     let mut latencies = Vec::new();
     let reads = match method {
         "sync" => {
-            let mut buf = Aligned::new(4096);
+            let mut buf = Aligned::new(4 << 10);
             let mut rng = Rng(0);
             let mut n = 0;
             while n < total && Instant::now() < deadline {
                 let t = Instant::now();
-                file.read_at(buf.as_mut_slice(), rng.below(pages) * 4096)?;
+                file.read_at(buf.as_mut_slice(), rng.below(pages) * PAGE_SIZE)?;
                 latencies.push(ns_since(t));
                 n += 1;
             }
@@ -191,7 +192,7 @@ pub fn random_qd32(path: &Path, method: &str, total: u64, cap: Duration) -> io::
                 for t in 0..32u64 {
                     let (file, count, failed, lat) = (&file, &count, &failed, &lat);
                     s.spawn(move || {
-                        let mut buf = Aligned::new(4096);
+                        let mut buf = Aligned::new(4 << 10);
                         let mut rng = Rng(t + 1);
                         let mut mine = Vec::new();
                         while Instant::now() < deadline
@@ -199,7 +200,7 @@ pub fn random_qd32(path: &Path, method: &str, total: u64, cap: Duration) -> io::
                         {
                             let t0 = Instant::now();
                             if file
-                                .read_at(buf.as_mut_slice(), rng.below(pages) * 4096)
+                                .read_at(buf.as_mut_slice(), rng.below(pages) * PAGE_SIZE)
                                 .is_err()
                             {
                                 failed.store(true, Ordering::Relaxed);
@@ -229,12 +230,12 @@ pub fn random_qd32(path: &Path, method: &str, total: u64, cap: Duration) -> io::
             let (_, done, lat) = queue_depth_reads(
                 &mut ring,
                 file.as_fd(),
-                buffers(32, 4096),
+                buffers(32, 4 << 10),
                 squeue::Flags::empty(),
                 deadline,
                 || {
                     issued += 1;
-                    (issued <= total).then(|| (rng.below(pages) * 4096, 4096))
+                    (issued <= total).then(|| (rng.below(pages) * PAGE_SIZE, 4 << 10))
                 },
             )?;
             latencies = lat;
@@ -243,7 +244,7 @@ pub fn random_qd32(path: &Path, method: &str, total: u64, cap: Duration) -> io::
         other => return Err(io::Error::other(format!("unknown method {other}"))),
     };
     Ok(RawRun {
-        bytes: reads * 4096,
+        bytes: reads * (4 << 10),
         reads,
         elapsed: start.elapsed(),
         latencies,
@@ -267,14 +268,14 @@ pub fn random_buffered(path: &Path, method: &str, cap: Duration) -> io::Result<R
     ahead::os::fadvise(file.as_fd(), 0, 0, libc::POSIX_FADV_RANDOM)?;
     // Every page once, in a scattered order: an odd multiplier is a bijection modulo a power
     // of two.
-    let pages = (file.metadata()?.len() / 4096).max(1);
+    let pages = (file.metadata()?.len() / PAGE_SIZE).max(1);
     let span = 1u64 << (63 - pages.leading_zeros());
     let mut i = 0u64;
     let mut next = move || {
         (i < span).then(|| {
             let p = i.wrapping_mul(0x9E37_79B9_7F4A_7C15 | 1) & (span - 1);
             i += 1;
-            p * 4096
+            p * PAGE_SIZE
         })
     };
     let start = Instant::now();
@@ -282,7 +283,7 @@ pub fn random_buffered(path: &Path, method: &str, cap: Duration) -> io::Result<R
     let mut latencies = Vec::new();
     let reads = match method {
         "preadv" => {
-            let mut buf = vec![0u8; 4096];
+            let mut buf = vec![0u8; 4 << 10];
             let mut n = 0u64;
             while Instant::now() < deadline {
                 let Some(offset) = next() else { break };
@@ -304,10 +305,10 @@ pub fn random_buffered(path: &Path, method: &str, cap: Duration) -> io::Result<R
             let (_, done, lat) = queue_depth_reads(
                 &mut ring,
                 file.as_fd(),
-                buffers(32, 4096),
+                buffers(32, 4 << 10),
                 flags,
                 deadline,
-                || next().map(|o| (o, 4096)),
+                || next().map(|o| (o, 4 << 10)),
             )?;
             latencies = lat;
             done
@@ -315,7 +316,7 @@ pub fn random_buffered(path: &Path, method: &str, cap: Duration) -> io::Result<R
         other => return Err(io::Error::other(format!("unknown method {other}"))),
     };
     Ok(RawRun {
-        bytes: reads * 4096,
+        bytes: reads * (4 << 10),
         reads,
         elapsed: start.elapsed(),
         latencies,

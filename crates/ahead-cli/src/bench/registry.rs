@@ -9,6 +9,7 @@
 use super::patterns::{interleave_run, tiobench_run};
 use super::sources::Source;
 use super::{Measured, Touched};
+use ahead::PAGE_SIZE;
 use std::time::Duration;
 
 /// One reader's reads, (offset, length) in bytes.
@@ -62,7 +63,7 @@ pub const BENCH_PATTERNS: &[BenchPattern] = &[
     BenchPattern {
         name: "seq-4k",
         about: "4 KiB reads in order",
-        runs: Runs::Reads(|size| seq(size, 4096)),
+        runs: Runs::Reads(|size| seq(size, 4 << 10)),
         yardstick: Yardstick::Sequential,
     },
     BenchPattern {
@@ -111,10 +112,10 @@ pub const BENCH_PATTERNS: &[BenchPattern] = &[
         about: "4 KiB reads at random, one at a time, as many as the file has pages",
         runs: Runs::Reads(|size| {
             let mut rng = ahead::pattern::SplitMix64(1);
-            let pages = size / 4096;
-            Box::new((0..).map(move |_| (rng.below(pages) * 4096, 4096)))
+            let pages = size / PAGE_SIZE;
+            Box::new((0..).map(move |_| (rng.below(pages) * PAGE_SIZE, 4 << 10)))
         }),
-        yardstick: Yardstick::Random(&[(4096, 1.0)]),
+        yardstick: Yardstick::Random(&[(4 << 10, 1.0)]),
     },
     BenchPattern {
         name: "random-mix",

@@ -8,6 +8,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use ahead::engine::{self, Engine};
+use ahead::PAGE_SIZE;
 
 /// A contender: how a pattern's reads reach the file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,7 +130,7 @@ impl Source {
             Source::Ahead(f) => f.read_at(buf, offset),
             Source::Direct(f) => {
                 let start = offset & !4095;
-                let end = (offset + buf.len() as u64).next_multiple_of(4096);
+                let end = (offset + buf.len() as u64).next_multiple_of(PAGE_SIZE);
                 let span = (end - start) as usize;
                 let s = &mut scratch.as_mut_slice()[..span];
                 let n = f.read_at(s, start)?;
