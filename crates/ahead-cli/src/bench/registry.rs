@@ -36,10 +36,7 @@ pub(super) enum Runs {
     Threads(ThreadsRun),
     /// An experiment with rows of its own; it makes `per_repeat` runs each repeat, or, `once`,
     /// that many in all.
-    Experiment {
-        per_repeat: fn() -> usize,
-        once: bool,
-    },
+    Experiment { per_repeat: usize, once: bool },
 }
 
 /// What a pattern's `x device` is over.
@@ -158,7 +155,7 @@ pub const BENCH_PATTERNS: &[BenchPattern] = &[
         name: "random-4k-qd32",
         about: "4 KiB at random, 32 in flight: plain preads, a thread pool, io_uring",
         runs: Runs::Experiment {
-            per_repeat: || super::QD32_METHODS.len(),
+            per_repeat: super::QD32_METHODS.len(),
             once: false,
         },
         yardstick: Yardstick::None,
@@ -167,7 +164,7 @@ pub const BENCH_PATTERNS: &[BenchPattern] = &[
         name: "random-4k-buffered",
         about: "seed 004: buffered 4 KiB at random, QD32: preadv, io_uring workers, native async",
         runs: Runs::Experiment {
-            per_repeat: || super::raw::BUFFERED_METHODS.len(),
+            per_repeat: super::raw::BUFFERED_METHODS.len(),
             once: false,
         },
         yardstick: Yardstick::None,
@@ -176,7 +173,7 @@ pub const BENCH_PATTERNS: &[BenchPattern] = &[
         name: "nfiles",
         about: "one reader over N files at once, N = 10, 100, 1000",
         runs: Runs::Experiment {
-            per_repeat: || 3 * 2,
+            per_repeat: 3 * 2,
             once: false,
         },
         yardstick: Yardstick::None,
@@ -185,7 +182,7 @@ pub const BENCH_PATTERNS: &[BenchPattern] = &[
         name: "overlap",
         about: "128 KiB reads with compute a quarter and four times the device's speed",
         runs: Runs::Experiment {
-            per_repeat: || 2 * 2,
+            per_repeat: 2 * 2,
             once: false,
         },
         yardstick: Yardstick::None,
@@ -194,7 +191,7 @@ pub const BENCH_PATTERNS: &[BenchPattern] = &[
         name: "paper",
         about: "the 2004 paper's Figures 4-10 on the real file, engine against simulator",
         runs: Runs::Experiment {
-            per_repeat: || 7 * 4,
+            per_repeat: 7 * 4,
             once: true,
         },
         yardstick: Yardstick::None,
@@ -240,7 +237,7 @@ pub(super) fn total_runs(
                     * (contenders
                         + (device && matches!(p.yardstick, Yardstick::Random(_))) as usize)
             }
-            Runs::Experiment { per_repeat, once } => per_repeat() * if *once { 1 } else { repeat },
+            Runs::Experiment { per_repeat, once } => *per_repeat * if *once { 1 } else { repeat },
         };
     }
     total

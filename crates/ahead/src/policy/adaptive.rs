@@ -106,7 +106,7 @@ mod windows;
 use super::linux_ondemand::{get_init_ra_size, get_next_ra_size};
 use speculation::Speculation;
 use stream::{Join, Shape, Stream};
-use windows::Sizing;
+use windows::{fits_cache_whole, Sizing};
 use super::{AppRead, DeviceEstimate, Hint, IoKind, IoRequest, Policy, PolicyConfig, RaContext};
 
 /// Streams tracked per open file.

@@ -146,7 +146,7 @@ impl Adaptive {
         let sp = &mut self.spec;
         let file = ctx.file_pages().max(1);
         let budget = ctx.readahead_budget();
-        if file > 2 * budget {
+        if !fits_cache_whole(ctx) {
             return 0;
         }
         let unit = self.miss_cost.max(1);

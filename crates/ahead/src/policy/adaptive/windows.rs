@@ -4,6 +4,12 @@
 
 use super::*;
 
+/// Whether the file is no larger than its share of the whole cache (twice its readahead
+/// budget: the half kept for pages already used included), so all of it can be cached at once.
+pub(super) fn fits_cache_whole(ctx: &dyn RaContext) -> bool {
+    ctx.file_pages() <= ctx.readahead_budget().saturating_mul(2)
+}
+
 /// Pages that must stay ahead of a reader whose window is `window`: at least the window, what
 /// the device needs in flight, at most `cap`.
 pub(super) fn lead(window: u64, device_lead: u64, cap: u64) -> u64 {
@@ -110,7 +116,7 @@ impl Adaptive {
     /// it there.
     pub(super) fn ahead_budget(&self, ctx: &dyn RaContext) -> u64 {
         let budget = ctx.readahead_budget();
-        if ctx.file_pages() <= budget.saturating_mul(2) {
+        if fits_cache_whole(ctx) {
             budget.saturating_mul(2)
         } else {
             budget
@@ -317,6 +323,8 @@ impl Adaptive {
         let (dl, sz) = (self.device_lead, self.sizing());
         let mut window = window;
         let mut started = 0;
+        // Where another reader began: the loop moves only this stream's frontier.
+        let bound = self.partition_end(i);
         loop {
             let st = &mut self.streams[i];
             if st.frontier - st.reach >= lead(st.window.max(window), dl, caps.lead) {
@@ -326,7 +334,6 @@ impl Adaptive {
                 window = sz.next_window(st, caps.window);
             }
             let (from, pages) = st.follow_period(st.frontier, window);
-            let bound = self.partition_end(i);
             if from >= self.limit.min(ctx.file_pages()).min(bound) {
                 break;
             }
