@@ -1,7 +1,8 @@
 //! The engine's memory follows what it caches, not its budget: a large budget costs nothing at
 //! start, an engine that has cached N MiB holds at most N + 32 MiB more than before it was
 //! built, and a cache that is dropped and refilled does not grow past what it held at its
-//! fullest. One test in its own binary, so no other test's memory is counted.
+//! fullest; an engine built to pretouch holds its budget from the start and no more after.
+//! One test in its own binary, so no other test's memory is counted.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -91,6 +92,30 @@ fn memory_follows_what_the_cache_holds_not_the_budget() {
             "{backend:?}: refilled, the engine holds {} MiB (it cached {} MiB)",
             again / MIB,
             cached / MIB
+        );
+        drop(engine);
+
+        // Pretouched: the budget is held from the build, and reading adds nothing to it.
+        let before = rss();
+        let engine = Engine::builder()
+            .backend(backend)
+            .budget(48 * MIB)
+            .pretouch(true)
+            .build()
+            .unwrap();
+        let built = rss().saturating_sub(before);
+        assert!(
+            built >= 48 * MIB,
+            "{backend:?}: a pretouched 48 MiB engine holds {} MiB after its build",
+            built / MIB
+        );
+        read_all(&engine, &big);
+        let held = rss().saturating_sub(before);
+        assert!(
+            held <= built + 16 * MIB,
+            "{backend:?}: pretouched, it held {} MiB at build and {} MiB after reading",
+            built / MIB,
+            held / MIB
         );
         drop(engine);
     }

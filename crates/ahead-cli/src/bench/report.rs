@@ -32,7 +32,7 @@ pub fn table(o: &Outcome) -> String {
     let m = &o.machine;
     let _ = writeln!(
         s,
-        "ahead bench: {} ({} bytes), {} CPUs, Linux {}, read_ahead_kb {}, max_sectors_kb {}; engine budget {} MiB (nfiles {} MiB); median of {} (min-max), runs capped at {} s\n",
+        "ahead bench: {} ({} bytes), {} CPUs, Linux {}, read_ahead_kb {}, max_sectors_kb {}; engine budget {} MiB (nfiles {} MiB, faulted in at build); median of {} (min-max), runs capped at {} s\n",
         m["file"].as_str().unwrap_or(""),
         m["size_bytes"],
         m["cpus"],

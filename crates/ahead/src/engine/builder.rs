@@ -69,6 +69,7 @@ pub struct EngineBuilder {
     pub(super) faults: Option<Faults>,
     pub(super) leases: bool,
     pub(super) device_estimate: Option<DeviceEstimate>,
+    pub(super) pretouch: bool,
 }
 
 impl Default for EngineBuilder {
@@ -86,6 +87,7 @@ impl Default for EngineBuilder {
             faults: None,
             leases: true,
             device_estimate: None,
+            pretouch: false,
         }
     }
 }
@@ -177,6 +179,17 @@ impl EngineBuilder {
         self
     }
 
+    /// Fault in the whole budget, and register it with io_uring, at build (default off), as
+    /// the JVM's `AlwaysPreTouch` does for its heap. By default memory is faulted in as the
+    /// cache first uses it, so an engine costs what it caches; the kernel zeroes each fresh
+    /// page on that first touch, on the path of the read that needed it. A long-running
+    /// service that will fill its cache anyway can pay that at start instead: the build then
+    /// takes time in proportion to the budget, and the process holds the budget from the start.
+    pub fn pretouch(mut self, on: bool) -> Self {
+        self.pretouch = on;
+        self
+    }
+
     /// Start the engine: allocate the cache, probe and start the backend.
     pub fn build(self) -> io::Result<Engine> {
         policy::maker(&self.policy).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -204,6 +217,14 @@ impl EngineBuilder {
             meter_version: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
         });
+        if self.pretouch {
+            core.cache.arena().populate().map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot fault in a {} MiB cache: {e}", self.budget >> 20),
+                )
+            })?;
+        }
         let completer: Arc<dyn Completer> = core.clone();
         let mut fallbacks = Vec::new();
         let arena = core.cache.arena();
@@ -212,6 +233,7 @@ impl EngineBuilder {
             completer: completer.clone(),
             threads: self.threads,
             io_uring_allowed: self.io_uring_allowed,
+            pretouch: self.pretouch,
         };
         // `auto` is io_uring; any backend that cannot start falls back to the fallback (the
         // thread pool), saying why.

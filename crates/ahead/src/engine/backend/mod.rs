@@ -42,6 +42,9 @@ pub(crate) struct StartWith {
     pub threads: usize,
     /// False when the caller asked the engine to behave as on a kernel without io_uring.
     pub io_uring_allowed: bool,
+    /// Register the whole arena at start rather than as reads reach it (the engine's
+    /// `pretouch`; the arena is already faulted in).
+    pub pretouch: bool,
 }
 
 use std::io;

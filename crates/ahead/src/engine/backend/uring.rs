@@ -236,6 +236,17 @@ impl UringBackend {
             reaper: Some(reaper),
         })
     }
+
+    /// Register every buffer of the arena now (the engine's `pretouch`), as the first reads
+    /// into each slab would.
+    fn register_whole_arena(&self) {
+        if let Some(fixed) = &self.shared.fixed {
+            for k in 0..fixed.registered.len() {
+                let at = (fixed.base + k * fixed.slab) as *mut u8;
+                fixed.ensure(&self.shared.ring, at, 1, &self.shared.late_note);
+            }
+        }
+    }
 }
 
 impl Shared {
@@ -457,7 +468,11 @@ pub(crate) const REGISTERED: super::Registered = super::Registered {
                 "turned off by the caller (EngineBuilder::without_io_uring)",
             ));
         }
-        Ok(Box::new(UringBackend::new(w.arena, w.completer.clone())?))
+        let backend = UringBackend::new(w.arena, w.completer.clone())?;
+        if w.pretouch {
+            backend.register_whole_arena();
+        }
+        Ok(Box::new(backend))
     },
 };
 
