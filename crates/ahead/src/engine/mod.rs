@@ -41,20 +41,20 @@
 //! from policy to copy-out), `requests` (a policy's I/O issued to the backend, and finished
 //! reads landing in the cache), `meter` (the device as measured for the policies), `stats`
 //! (counters, statistics, the request log), `cache` (the arena, page tables and eviction),
-//! `file` (opening, identity, leases) and `backend` (one file per I/O backend); this file
+//! `source` (where a file's bytes come from, one module per kind: `local` opens files, tells
+//! their identity, holds their leases) and `backend` (one file per I/O backend); this file
 //! holds the engine itself: its parts, and opening files through it.
 
 mod backend;
 mod builder;
 mod cache;
-mod file;
 mod meter;
 mod reader;
 mod requests;
+mod source;
 mod stats;
 
 use std::io::{self, Read, Seek, SeekFrom};
-use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -62,7 +62,6 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
-use crate::os;
 use crate::policy::{self, DeviceEstimate, Hint, IoKind, IoRequest, Policy, PolicyConfig};
 use crate::policy::{AppRead, RaContext};
 use crate::units::{kib_to_pages, Bytes, PAGE_SIZE};
@@ -70,14 +69,14 @@ use crate::units::{kib_to_pages, Bytes, PAGE_SIZE};
 pub use backend::faults::{Fault, Faults};
 use backend::{Backend, Completer, ReadOp};
 use cache::{Cache, Lookup};
-use file::{FileData, Identity};
+use source::{Identity, ObjectKey, Source};
 
 const PAGE: usize = PAGE_SIZE as usize;
 
 pub use builder::{
     BackendChoice, EngineBuilder, DEFAULT_BUDGET, DEFAULT_POLICY, DEFAULT_THREADS, MIN_BUDGET,
 };
-pub use file::sizeless;
+pub use source::local::sizeless;
 
 /// The registered backends' names, in the order `auto` prefers them (`--engine NAME`,
 /// [`Stats::backend`]).
@@ -121,12 +120,32 @@ pub enum Advice {
     },
 }
 
+/// A file the cache holds pages of: its source and its page table. Shared by every open of
+/// the same version of a file.
+pub(crate) struct FileData {
+    /// The cache's name for this file.
+    pub id: u32,
+    /// Where its pages are in the cache.
+    pub table: Arc<cache::PageTable>,
+    /// Size in bytes when opened: the page table covers this much.
+    pub size: u64,
+    /// Where its bytes come from.
+    pub source: Box<dyn Source>,
+}
+
+impl FileData {
+    /// Size in pages (the last one partial if the size is not a multiple of the page).
+    pub fn pages(&self) -> u64 {
+        self.size.div_ceil(PAGE_SIZE)
+    }
+}
+
 /// Files the engine has opened, by identity, so that opens of one file share its pages.
 #[derive(Default)]
 struct OpenFiles {
-    live: FxHashMap<(u64, u64), Weak<FileData>>,
-    /// The id each file's pages were cached under, and the identity they were read with.
-    ids: FxHashMap<(u64, u64), (u32, Identity)>,
+    live: FxHashMap<ObjectKey, Weak<FileData>>,
+    /// The id each object's pages were cached under, and the identity they were read with.
+    ids: FxHashMap<ObjectKey, (u32, Identity)>,
     next_id: u32,
 }
 
@@ -197,27 +216,38 @@ impl Engine {
     ) -> io::Result<File> {
         let path = path.as_ref();
         let inner = &self.inner;
-        let opened = file::open(path, inner.config.direct)?;
-        if let Some(why) = &opened.buffered_because {
-            inner.note_fallback(format!(
-                "{}: buffered reads with POSIX_FADV_RANDOM: {why}",
-                path.display()
-            ));
-        }
-        let key = (opened.identity.dev, opened.identity.ino);
+        let opened = source::open(
+            path,
+            &source::OpenSettings {
+                direct: inner.config.direct,
+                leases: inner.config.leases,
+            },
+        )?;
+        self.open_source(opened, make)
+    }
+
+    /// Open a source already opened by its kind (see `source`): share the pages of an open of
+    /// the same version, or give it a page table of its own; then give it a policy.
+    fn open_source(
+        &self,
+        opened: source::Opened,
+        make: impl FnOnce(PolicyConfig) -> Box<dyn Policy>,
+    ) -> io::Result<File> {
+        let inner = &self.inner;
+        let key = opened.identity.object.clone();
         let data = {
             let mut reg = inner.files.lock().unwrap_or_else(|p| p.into_inner());
             let live = reg.live.get(&key).and_then(Weak::upgrade).filter(|d| {
                 reg.ids
                     .get(&key)
                     .is_some_and(|(_, id)| *id == opened.identity)
-                    && d.direct == opened.direct
+                    && d.source.is_direct() == opened.source.is_direct()
             });
             match live {
                 Some(d) => d,
                 None => {
                     let id = match reg.ids.get(&key) {
-                        Some(&(id, ident)) if ident == opened.identity => id,
+                        Some((id, ident)) if *ident == opened.identity => *id,
                         _ => {
                             if reg.next_id >= 1 << 24 {
                                 return Err(io::Error::other(
@@ -228,33 +258,17 @@ impl Engine {
                             reg.next_id
                         }
                     };
-                    reg.ids.insert(key, (id, opened.identity));
-                    let (ra, io) = crate::os::device_limits(path);
-                    let (lease, no_lease) = file::Lease::new(&opened.fd, inner.config.leases);
-                    if let Some(why) = no_lease {
-                        inner.note_fallback(format!(
-                            "{}: no read lease ({why}): each read checks its size with fstat",
-                            path.display()
-                        ));
+                    for note in opened.notes {
+                        inner.note_fallback(note);
                     }
-                    let table = inner
-                        .core
-                        .cache
-                        .table(id, opened.identity.size.div_ceil(PAGE_SIZE));
+                    let size = opened.identity.size;
+                    reg.ids.insert(key.clone(), (id, opened.identity));
+                    let table = inner.core.cache.table(id, size.div_ceil(PAGE_SIZE));
                     let d = Arc::new(FileData {
                         id,
                         table,
-                        fd: opened.fd,
-                        path: path.to_path_buf(),
-                        size: opened.identity.size,
-                        live_size: AtomicU64::new(opened.identity.size),
-                        live_mtime_ns: std::sync::atomic::AtomicI64::new(
-                            opened.identity.mtime_ns as i64,
-                        ),
-                        lease,
-                        direct: opened.direct,
-                        read_ahead_kb: ra,
-                        max_sectors_kb: io,
+                        size,
+                        source: opened.source,
                     });
                     reg.live.insert(key, Arc::downgrade(&d));
                     d
@@ -288,7 +302,7 @@ impl Engine {
         let quarter = (self.inner.core.cache.slots() as u64 / 4).max(1);
         let io_max = c
             .io_max_kb
-            .or(data.max_sectors_kb)
+            .or(data.source.limits().max_sectors_kb)
             .map_or(256, kib_to_pages)
             .clamp(1, quarter);
         let ra_max = c
@@ -298,7 +312,7 @@ impl Engine {
                 // The device's read_ahead_kb, but at least eight of its largest requests:
                 // the queue depth at which a virtual or NVMe device streams at full speed
                 // (measured: 8 MiB ahead gave 790-1050 MB/s here, 32 MiB 1250-1310).
-                let device = data.read_ahead_kb.map_or(0, kib_to_pages);
+                let device = data.source.limits().read_ahead_kb.map_or(0, kib_to_pages);
                 device.max(8 * io_max).max(256)
             })
             .clamp(1, quarter);

@@ -88,7 +88,7 @@ impl File {
     /// Size of the file in bytes as the engine last saw it: the size at open, or what the
     /// size check of a later read found (a file truncated or extended while open).
     pub fn len(&self) -> u64 {
-        self.data.live_size.load(Ordering::Acquire)
+        self.data.source.live_size()
     }
 
     /// Whether the file was empty when opened.
@@ -98,12 +98,12 @@ impl File {
 
     /// The path it was opened with.
     pub fn path(&self) -> &Path {
-        &self.data.path
+        self.data.source.path()
     }
 
     /// Whether it is read with `O_DIRECT` (false: buffered, see [`Stats::fallbacks`]).
     pub fn is_direct(&self) -> bool {
-        self.data.direct
+        self.data.source.is_direct()
     }
 
     /// The engine this file was opened from.
@@ -296,7 +296,7 @@ impl File {
                 Lookup::Absent => {
                     // Read and lost again and again: read this page past the cache.
                     misses += 1;
-                    match self.pread_page(page, from, dst) {
+                    match self.data.source.read_page_uncached(page, from, dst) {
                         Ok(n) => {
                             done += n;
                             attempts = 0;
@@ -355,125 +355,25 @@ impl File {
 
     /// The file's size now, with its cached pages dropped first if it changed while open
     /// (truncated, extended, written in place), so no read returns bytes the file no longer
-    /// holds. A read racing the change may see either side of it, as with `pread(2)`.
-    ///
-    /// While the file holds its read lease this is one atomic load: nobody can have opened it
-    /// for writing or truncated it. Otherwise it asks the kernel ([`File::check_file`]).
+    /// holds. A read racing the change may see either side of it, as with `pread(2)`. How the
+    /// change is seen is the source's (a local file's lease: one load; else `fstat`).
     #[inline]
     fn current_size(&self) -> io::Result<u64> {
-        if self.data.lease.unchanged() {
-            return Ok(self.data.live_size.load(Ordering::Acquire));
-        }
-        self.check_file()
-    }
-
-    /// The slow path of [`File::current_size`]: a lease break somewhere in the process (is it
-    /// this file's?), or no lease (`fstat`, and now and then an attempt to take the lease).
-    #[cold]
-    fn check_file(&self) -> io::Result<u64> {
         let d = &self.data;
-        let lease = &d.lease;
-        if lease.held_at.load(Ordering::Acquire) != file::NO_LEASE {
-            let _gate = lease.gate.lock().unwrap_or_else(|p| p.into_inner());
-            let breaks = os::lease_breaks();
-            let held_at = lease.held_at.load(Ordering::Acquire);
-            if held_at == breaks {
-                // Another reader settled it meanwhile.
-                return Ok(d.live_size.load(Ordering::Acquire));
-            }
-            if held_at != file::NO_LEASE {
-                if os::holds_read_lease(d.fd.as_fd()) {
-                    // Another file's lease broke, not this one's.
-                    lease.held_at.store(breaks, Ordering::Release);
-                    return Ok(d.live_size.load(Ordering::Acquire));
-                }
-                // Someone opened the file for writing or truncated it. What they write next
-                // only fstat can see (and only as a new size or modification time), so the
-                // pages cached until now go: a writer's first bytes may land in any of them
-                // within the clock tick the modification time is kept in.
-                lease.held_at.store(file::NO_LEASE, Ordering::Release);
-                lease.unleased_reads.store(0, Ordering::Relaxed);
+        d.source.current_size(&mut |event| match event {
+            source::Event::Changed(why) => {
                 self.engine.core.cache.drop_range(&d.table, 0, d.pages());
-                self.engine.note_fallback(format!(
-                    "{}: opened for writing or truncated while read: its cached pages were dropped, and each read checks its size until the lease can be taken again",
-                    d.path.display()
-                ));
+                self.engine.note_fallback(why);
             }
-        }
-        let size = self.size_check()?;
-        if lease.allowed
-            && lease
-                .unleased_reads
-                .fetch_add(1, Ordering::Relaxed)
-                .is_multiple_of(file::LEASE_RETRY)
-        {
-            if let Ok(_gate) = lease.gate.try_lock() {
-                if lease.held_at.load(Ordering::Acquire) == file::NO_LEASE {
-                    let breaks = os::lease_breaks();
-                    match os::take_read_lease(d.fd.as_fd()) {
-                        Ok(()) => {
-                            // A change between the check above and the lease would go
-                            // unseen: check once more, now that changes break the lease.
-                            let size = self.size_check()?;
-                            lease.held_at.store(breaks, Ordering::Release);
-                            return Ok(size);
-                        }
-                        Err(e) if !lease.reported.swap(true, Ordering::Relaxed) => {
-                            let why = match e.raw_os_error() {
-                                Some(libc::EAGAIN) => "it is open for writing".to_string(),
-                                Some(libc::EACCES) => {
-                                    "another user owns it and this process lacks CAP_LEASE"
-                                        .to_string()
-                                }
-                                _ => e.to_string(),
-                            };
-                            self.engine.note_fallback(format!(
-                                "{}: no read lease yet ({why}): each read checks its size with fstat",
-                                d.path.display()
-                            ));
-                        }
-                        Err(_) => {}
-                    }
-                }
+            source::Event::Note(why) => self.engine.note_fallback(why),
+            source::Event::SizeChecked => {
+                self.engine
+                    .core
+                    .counters
+                    .size_checks
+                    .fetch_add(1, Ordering::Relaxed);
             }
-        }
-        Ok(size)
-    }
-
-    /// One `fstat`: if the size or modification time changed since the last check, every
-    /// cached page of the file is dropped.
-    fn size_check(&self) -> io::Result<u64> {
-        let d = &self.data;
-        self.engine
-            .core
-            .counters
-            .size_checks
-            .fetch_add(1, Ordering::Relaxed);
-        let (size, mtime) = file::size_and_mtime(&d.fd)?;
-        let (was, was_mtime) = (
-            d.live_size.load(Ordering::Acquire),
-            d.live_mtime_ns.load(Ordering::Acquire),
-        );
-        if size != was || mtime != was_mtime {
-            d.live_size.store(size, Ordering::Release);
-            d.live_mtime_ns.store(mtime, Ordering::Release);
-            self.engine.core.cache.drop_range(&d.table, 0, d.pages());
-            self.engine.note_fallback(format!(
-                "{}: changed while open (size {was} -> {size} bytes): its cached pages were dropped",
-                d.path.display()
-            ));
-        }
-        Ok(size)
-    }
-
-    /// Read one page's bytes from `from` straight from the file, past the cache.
-    fn pread_page(&self, page: u64, from: usize, dst: &mut [u8]) -> io::Result<usize> {
-        // Page-aligned, for a descriptor opened with O_DIRECT.
-        let mut tmp = os::AlignedBuf::new(PAGE);
-        let n = os::pread(self.data.fd.as_fd(), tmp.as_mut_slice(), page * PAGE_SIZE)?;
-        let got = n.saturating_sub(from).min(dst.len());
-        dst[..got].copy_from_slice(&tmp.as_slice()[from..from + got]);
-        Ok(got)
+        })
     }
 
     /// Pass advice to the file's policy (and, for don't-need, drop the range's pages).

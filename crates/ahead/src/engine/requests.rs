@@ -223,8 +223,8 @@ impl EngineParts {
             file: file.clone(),
             first_page: first,
             expected: file
-                .live_size
-                .load(Ordering::Acquire)
+                .source
+                .live_size()
                 .saturating_sub(first * PAGE_SIZE)
                 .min(pages * PAGE_SIZE),
             slots,

@@ -203,7 +203,7 @@ impl FaultBackend {
 
     fn pick(&self, op: &ReadOp) -> Option<(Fault, u64)> {
         self.faults
-            .pick(&op.file.path, op.offset(), op.len() as u64)
+            .pick(op.file.source.path(), op.offset(), op.len() as u64)
     }
 }
 

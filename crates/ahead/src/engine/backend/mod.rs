@@ -4,11 +4,16 @@
 //!
 //! * [`uring`]: io_uring, used directly through the `io-uring` crate: the arena registered as
 //!   fixed buffers, batched submission, completions reaped by one thread for all requests.
-//! * [`threads`]: a pool of threads doing `preadv(2)`: the fallback where io_uring is missing.
-//! * [`sync`]: `preadv(2)` in the caller's thread, ahead requests included: the baseline.
+//! * [`threads`]: a pool of threads doing the source's reads (`preadv(2)` for a local file):
+//!   the fallback where io_uring is missing.
+//! * [`sync`]: the source's reads in the caller's thread, ahead requests included: the
+//!   baseline.
 //! * [`faults`]: wraps any of them and injects failures, short reads and delays (tests).
 //!
 //! A backend is handed [`ReadOp`]s and reports each one, once, to [`Completer::complete`].
+//! What it reads from is the op's source (`engine/source`): `threads` and `sync` call its
+//! blocking `read`; `uring` reads its descriptor, and reads a source without one in the
+//! submitting thread.
 
 pub mod faults;
 pub mod sync;
@@ -55,7 +60,7 @@ use crate::policy::IoKind;
 
 use crate::units::PAGE_SIZE;
 
-use super::file::FileData;
+use super::FileData;
 
 /// One read the engine asks a backend for: pages `first_page..` of a file into the slots
 /// (page-sized, page-aligned buffers of the arena), described as iovecs over runs of
@@ -116,8 +121,7 @@ pub(crate) trait Backend: Send + Sync {
     /// how a read a reader waits for is done (handing it to another thread and back would
     /// cost two context switches for nothing).
     fn read_now(&self, op: &ReadOp) -> io::Result<usize> {
-        use std::os::fd::AsRawFd;
-        preadv_full(op.file.fd.as_raw_fd(), op)
+        op.file.source.read(op)
     }
     /// Take back the queued read that covers `page` of `file`, if it waits in this backend's
     /// queue and has not reached the device: a reader about to wait for it reads it itself

@@ -2,10 +2,9 @@
 //! "preadv" baseline of the 2020 io_uring seed (004_0138ef365889356d.txt), and the backend of
 //! last resort.
 
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
-use super::{preadv_full, Backend, Completer, ReadOp};
+use super::{Backend, Completer, ReadOp};
 
 /// See the module comment.
 pub(crate) struct SyncBackend {
@@ -24,7 +23,7 @@ impl Backend for SyncBackend {
     }
 
     fn submit(&self, op: Box<ReadOp>) {
-        let result = preadv_full(op.file.fd.as_raw_fd(), &op);
+        let result = op.file.source.read(&op);
         self.completer.complete(op, result);
     }
 

@@ -3,11 +3,10 @@
 //! threads as reads the device should have in flight; each blocks in the kernel for its read.
 
 use std::collections::VecDeque;
-use std::os::fd::AsRawFd;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-use super::{preadv_full, Backend, Completer, FileData, ReadOp};
+use super::{Backend, Completer, FileData, ReadOp};
 
 struct Queue {
     ops: VecDeque<Box<ReadOp>>,
@@ -65,7 +64,7 @@ fn worker(shared: &Shared) {
                 q = shared.ready.wait(q).unwrap_or_else(|p| p.into_inner());
             }
         };
-        let result = preadv_full(op.file.fd.as_raw_fd(), &op);
+        let result = op.file.source.read(&op);
         shared.completer.complete(op, result);
     }
 }

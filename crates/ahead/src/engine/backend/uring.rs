@@ -252,7 +252,9 @@ impl UringBackend {
 impl Shared {
     /// The submission entry for `op`.
     fn entry(&self, op: &ReadOp) -> squeue::Entry {
-        let fd = types::Fd(op.file.fd.as_raw_fd());
+        // Every op here has a descriptor (`submit` reads those without one itself); -1 would
+        // complete with EBADF, not touch memory.
+        let fd = types::Fd(op.file.source.fd().map_or(-1, |fd| fd.as_raw_fd()));
         let offset = op.offset();
         let data = op as *const ReadOp as u64;
         if op.iov.len() == 1 {
@@ -394,6 +396,12 @@ impl Backend for UringBackend {
 
     fn submit(&self, op: Box<ReadOp>) {
         let shared = &self.shared;
+        if op.file.source.fd().is_none() {
+            // A source with no descriptor for the kernel: read it here (see `source`).
+            let result = op.file.source.read(&op);
+            shared.completer.complete(op, result);
+            return;
+        }
         if let (Some(f), [iov]) = (&shared.fixed, op.iov.as_slice()) {
             f.ensure(
                 &shared.ring,
@@ -480,10 +488,10 @@ pub(crate) const REGISTERED: super::Registered = super::Registered {
 mod tests {
     use super::*;
     use crate::engine::cache::Cache;
-    use crate::engine::file::{self, FileData, Lease};
+    use crate::engine::source::{self, OpenSettings};
+    use crate::engine::FileData;
     use crate::policy::IoKind;
     use crate::units::PAGE_SIZE;
-    use std::sync::atomic::{AtomicI64, AtomicU64};
     use std::sync::{OnceLock, Weak};
     use std::time::Duration;
     use std::time::Instant;
@@ -520,21 +528,20 @@ mod tests {
         let path = std::env::temp_dir().join(format!("ahead-uring-refill-{}", std::process::id()));
         std::fs::write(&path, vec![7u8; OPS * op_bytes]).unwrap();
         let cache = Cache::new(OPS * OP_PAGES).unwrap();
-        let opened = file::open(&path, true).unwrap();
+        let opened = source::open(
+            &path,
+            &OpenSettings {
+                direct: true,
+                leases: false,
+            },
+        )
+        .unwrap();
         let size = opened.identity.size;
-        let (lease, _) = Lease::new(&opened.fd, false);
         let data = Arc::new(FileData {
             id: 0,
             table: cache.table(0, size / PAGE_SIZE),
-            fd: opened.fd,
-            path: path.clone(),
             size,
-            live_size: AtomicU64::new(size),
-            live_mtime_ns: AtomicI64::new(0),
-            lease,
-            direct: opened.direct,
-            read_ahead_kb: None,
-            max_sectors_kb: None,
+            source: opened.source,
         });
         let probe = Arc::new(BacklogProbe {
             shared: OnceLock::new(),

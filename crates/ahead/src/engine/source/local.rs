@@ -1,0 +1,409 @@
+//! `local`: a file of a local filesystem. Opened with `O_DIRECT` where the filesystem takes it
+//! at page alignment, buffered with `POSIX_FADV_RANDOM` where it does not (so the kernel does
+//! not read ahead a second time); files with no size to read ahead in are refused, saying why
+//! ([`sizeless`]). Its identity is device, inode, size and modification time; a read lease
+//! lets a read trust the file unchanged with one load, and without one every read checks with
+//! `fstat`. The device's limits come from sysfs ([`crate::os::device_limits`]).
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::engine::backend::{preadv_full, ReadOp};
+use crate::os;
+use crate::units::PAGE_SIZE;
+
+use super::{Event, Identity, Limits, ObjectKey, OpenSettings, Opened, Source};
+
+pub(crate) const REGISTERED: super::Registered = super::Registered {
+    name: "local",
+    about: "a file of a local filesystem",
+    claims: |_| true,
+    open,
+};
+
+/// A local file, open for reading. See the module comment.
+pub(crate) struct LocalFile {
+    fd: OwnedFd,
+    path: PathBuf,
+    /// Size and modification time (ns) at the last read's check: a change means the file was
+    /// truncated, extended or written while open, and its cached pages are dropped.
+    live_size: AtomicU64,
+    live_mtime_ns: AtomicI64,
+    /// The read lease that spares a read the `fstat` (see [`Lease`]).
+    lease: Lease,
+    /// Read with `O_DIRECT`.
+    direct: bool,
+    limits: Limits,
+}
+
+/// A file's read lease, as its reads see it. While the lease is held the file cannot have
+/// been opened for writing or truncated, so a read needs no `fstat` to trust the cache: it
+/// compares `held_at` with the process's count of lease breaks ([`os::lease_breaks`]), one
+/// load. Without a lease (someone has the file open for writing, the filesystem does not
+/// lease, the engine was built without leases) every read checks with `fstat`, and every
+/// [`LEASE_RETRY`] reads the engine tries to take the lease again.
+struct Lease {
+    /// [`os::lease_breaks`] when the lease was last known held, or [`NO_LEASE`].
+    pub held_at: AtomicU64,
+    /// Whether to try at all: the engine allows it and the filesystem is a local one.
+    pub allowed: bool,
+    /// Reads checked with `fstat` since the file last held its lease.
+    pub unleased_reads: AtomicU64,
+    /// Whether the reason for having no lease has been reported in stats.
+    pub reported: AtomicBool,
+    /// Held while the lease is checked, taken or given up (rare: never on a read that finds
+    /// the lease held).
+    pub gate: Mutex<()>,
+}
+
+/// `Lease::held_at` of a file without a lease.
+const NO_LEASE: u64 = u64::MAX;
+/// Reads between attempts to take a lease again.
+const LEASE_RETRY: u64 = 64;
+
+/// Filesystems whose leases see every writer: local ones (ext2/3/4, XFS, btrfs, F2FS, tmpfs).
+/// A network filesystem's local lease does not see another machine's writes.
+const LEASING_FILESYSTEMS: [i64; 5] = [0xEF53, 0x5846_5342, 0x9123_683E, 0xF2F5_2010, 0x0102_1994];
+
+impl Lease {
+    /// The lease state of a file just opened as `fd`, with leases `wanted` by the engine:
+    /// none held yet (the first read takes it), and why none will be, if so.
+    pub fn new(fd: &OwnedFd, wanted: bool) -> (Lease, Option<String>) {
+        let why_not = if !wanted {
+            Some("leases turned off by the caller (EngineBuilder::leases)".to_string())
+        } else {
+            match os::fd_fs_type(fd.as_fd()) {
+                Ok(t) if LEASING_FILESYSTEMS.contains(&t) => None,
+                Ok(t) => Some(format!(
+                    "not a local filesystem ahead leases on (f_type {t:#x})"
+                )),
+                Err(e) => Some(format!("fstatfs: {e}")),
+            }
+        };
+        let lease = Lease {
+            held_at: AtomicU64::new(NO_LEASE),
+            allowed: why_not.is_none(),
+            unleased_reads: AtomicU64::new(0),
+            reported: AtomicBool::new(false),
+            gate: Mutex::new(()),
+        };
+        (lease, why_not)
+    }
+
+    /// Whether the file is known unchanged since its last check, without a system call.
+    #[inline]
+    pub fn unchanged(&self) -> bool {
+        self.held_at.load(Ordering::Acquire) == os::lease_breaks()
+    }
+}
+
+fn with_path(path: &Path, e: io::Error) -> io::Error {
+    let hint = match e.kind() {
+        io::ErrorKind::NotFound => " (check the path)",
+        io::ErrorKind::PermissionDenied => {
+            " (reading through ahead needs the same rights as reading with cat)"
+        }
+        _ => "",
+    };
+    io::Error::new(e.kind(), format!("{}: {e}{hint}", path.display()))
+}
+
+/// The size in bytes and modification time in ns of an open file, as they are now.
+fn size_and_mtime(fd: &OwnedFd) -> io::Result<(u64, i64)> {
+    let st = os::fstat(fd.as_fd())?;
+    Ok((
+        st.st_size as u64,
+        st.st_mtime.saturating_mul(1_000_000_000) + st.st_mtime_nsec,
+    ))
+}
+
+/// Filesystems whose files make their content when read (procfs, sysfs, debugfs, tracefs,
+/// cgroupfs, configfs, securityfs, efivarfs, bpffs): `stat` gives them size 0, or a size
+/// unrelated to what a read returns.
+const PSEUDO_FS: [i64; 10] = [
+    0x9fa0,      // proc
+    0x6265_6572, // sysfs
+    0x6462_6720, // debugfs
+    0x7472_6163, // tracefs
+    0x0027_e0eb, // cgroup
+    0x6367_7270, // cgroup2
+    0x6265_6570, // configfs
+    0x7363_6673, // securityfs
+    0xde5e_81e4, // efivarfs
+    0xcafe_4a11, // bpf
+];
+
+/// Why a file of type `kind` (`st_mode & S_IFMT`) and `size` bytes, on a filesystem of type
+/// `fs` (asked only for size 0), has no size to read ahead in; `None` if it has one.
+fn sizeless_why(kind: libc::mode_t, size: i64, fs: Option<i64>) -> Option<&'static str> {
+    if kind != libc::S_IFREG {
+        return Some(
+            "not a regular file: devices, FIFOs and sockets have no size to read ahead in",
+        );
+    }
+    if size == 0 && fs.is_some_and(|t| PSEUDO_FS.contains(&t)) {
+        return Some(
+            "a file of procfs, sysfs or the like: its size (0) says nothing of what a read returns, so there is nothing to read ahead in",
+        );
+    }
+    None
+}
+
+/// Why `path` has no size to read ahead in (a device, a FIFO, a socket, a procfs or sysfs
+/// file), which [`super::Engine::open`] refuses with `ErrorKind::Unsupported`; `None` for a
+/// file it reads (or a directory, which it refuses as `EISDIR`). From `stat` and `statfs`: the
+/// file is not opened, so a FIFO's writer is neither waited for nor robbed of its data. A
+/// caller like `cat` reads such a file plainly instead.
+pub fn sizeless(path: &Path) -> io::Result<Option<String>> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata(path).map_err(|e| with_path(path, e))?;
+    let kind = meta.mode() & libc::S_IFMT;
+    if kind == libc::S_IFDIR {
+        return Ok(None);
+    }
+    let fs = if meta.size() == 0 {
+        os::fs_type(path).ok()
+    } else {
+        None
+    };
+    Ok(sizeless_why(kind, meta.size() as i64, fs).map(String::from))
+}
+
+/// Open `path` for reading: a regular file, with `O_DIRECT` unless the engine turned it off or
+/// the filesystem refuses it (or needs an alignment above the page).
+fn open(path: &Path, settings: &OpenSettings) -> io::Result<Opened> {
+    let (fd, st, buffered_because) = open_fd(path, settings.direct)?;
+    let mut notes = Vec::new();
+    if let Some(why) = &buffered_because {
+        notes.push(format!(
+            "{}: buffered reads with POSIX_FADV_RANDOM: {why}",
+            path.display()
+        ));
+    }
+    let (lease, no_lease) = Lease::new(&fd, settings.leases);
+    if let Some(why) = no_lease {
+        notes.push(format!(
+            "{}: no read lease ({why}): each read checks its size with fstat",
+            path.display()
+        ));
+    }
+    let (read_ahead_kb, max_sectors_kb) = os::device_limits(path);
+    let size = st.st_size as u64;
+    let mtime_ns = st.st_mtime.saturating_mul(1_000_000_000) + st.st_mtime_nsec;
+    Ok(Opened {
+        identity: Identity {
+            object: ObjectKey::Inode {
+                dev: st.st_dev,
+                ino: st.st_ino,
+            },
+            size,
+            version: mtime_ns as i128,
+        },
+        source: Box::new(LocalFile {
+            fd,
+            path: path.to_path_buf(),
+            live_size: AtomicU64::new(size),
+            live_mtime_ns: AtomicI64::new(mtime_ns),
+            lease,
+            direct: buffered_because.is_none(),
+            limits: Limits {
+                read_ahead_kb,
+                max_sectors_kb,
+            },
+        }),
+        notes,
+    })
+}
+
+/// The descriptor to read `path` with, its `fstat`, and why it is buffered if it is.
+fn open_fd(path: &Path, allow_direct: bool) -> io::Result<(OwnedFd, libc::stat, Option<String>)> {
+    // First a plain open: it gives the right error for a missing file or a directory, and
+    // does not block on a FIFO.
+    let plain = os::open_read(path, libc::O_NONBLOCK).map_err(|e| with_path(path, e))?;
+    let st = os::fstat(plain.as_fd()).map_err(|e| with_path(path, e))?;
+    let kind = st.st_mode & libc::S_IFMT;
+    if kind == libc::S_IFDIR {
+        return Err(with_path(path, io::Error::from_raw_os_error(libc::EISDIR)));
+    }
+    let fs = if st.st_size == 0 {
+        os::fd_fs_type(plain.as_fd()).ok()
+    } else {
+        None
+    };
+    if let Some(why) = sizeless_why(kind, st.st_size, fs) {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("{}: {why} (read it plainly)", path.display()),
+        ));
+    }
+    let buffered = |fd: OwnedFd, why: String| {
+        // Advisory: the reads are right without it, only slower.
+        let _ = os::fadvise(fd.as_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
+        Ok((fd, st, Some(why)))
+    };
+    // Back to blocking mode for the reads.
+    os::set_blocking(plain.as_fd()).map_err(|e| with_path(path, e))?;
+    if !allow_direct {
+        return buffered(plain, "O_DIRECT turned off by the caller".into());
+    }
+    match os::dio_alignment(plain.as_fd()) {
+        Some((0, _)) | Some((_, 0)) => {
+            return buffered(
+                plain,
+                "the filesystem does not support O_DIRECT for this file (statx DIOALIGN)".into(),
+            )
+        }
+        Some((mem, off)) if mem as u64 > PAGE_SIZE || off as u64 > PAGE_SIZE => {
+            return buffered(
+                plain,
+                format!("O_DIRECT needs {mem}-byte buffers and {off}-byte offsets, above the page"),
+            )
+        }
+        _ => {}
+    }
+    match os::open_read(path, libc::O_DIRECT) {
+        Ok(fd) => Ok((fd, st, None)),
+        Err(e) => buffered(plain, format!("O_DIRECT refused ({e})")),
+    }
+}
+
+impl Source for LocalFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn live_size(&self) -> u64 {
+        self.live_size.load(Ordering::Acquire)
+    }
+
+    /// While the file holds its read lease this is one atomic load: nobody can have opened it
+    /// for writing or truncated it. Otherwise it asks the kernel ([`LocalFile::check`]).
+    #[inline]
+    fn current_size(&self, events: &mut dyn FnMut(Event)) -> io::Result<u64> {
+        if self.lease.unchanged() {
+            return Ok(self.live_size());
+        }
+        self.check(events)
+    }
+
+    fn is_direct(&self) -> bool {
+        self.direct
+    }
+
+    fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.fd.as_fd())
+    }
+
+    fn read(&self, op: &ReadOp) -> io::Result<usize> {
+        preadv_full(self.fd.as_raw_fd(), op)
+    }
+
+    fn read_page_uncached(&self, page: u64, from: usize, dst: &mut [u8]) -> io::Result<usize> {
+        // Page-aligned, for a descriptor opened with O_DIRECT.
+        let mut tmp = os::AlignedBuf::new(PAGE_SIZE as usize);
+        let n = os::pread(self.fd.as_fd(), tmp.as_mut_slice(), page * PAGE_SIZE)?;
+        let got = n.saturating_sub(from).min(dst.len());
+        dst[..got].copy_from_slice(&tmp.as_slice()[from..from + got]);
+        Ok(got)
+    }
+}
+
+impl LocalFile {
+    /// The slow path of [`Source::current_size`]: a lease break somewhere in the process (is
+    /// it this file's?), or no lease (`fstat`, and now and then an attempt to take the lease).
+    #[cold]
+    fn check(&self, events: &mut dyn FnMut(Event)) -> io::Result<u64> {
+        let lease = &self.lease;
+        if lease.held_at.load(Ordering::Acquire) != NO_LEASE {
+            let _gate = lease.gate.lock().unwrap_or_else(|p| p.into_inner());
+            let breaks = os::lease_breaks();
+            let held_at = lease.held_at.load(Ordering::Acquire);
+            if held_at == breaks {
+                // Another reader settled it meanwhile.
+                return Ok(self.live_size());
+            }
+            if held_at != NO_LEASE {
+                if os::holds_read_lease(self.fd.as_fd()) {
+                    // Another file's lease broke, not this one's.
+                    lease.held_at.store(breaks, Ordering::Release);
+                    return Ok(self.live_size());
+                }
+                // Someone opened the file for writing or truncated it. What they write next
+                // only fstat can see (and only as a new size or modification time), so the
+                // pages cached until now go: a writer's first bytes may land in any of them
+                // within the clock tick the modification time is kept in.
+                lease.held_at.store(NO_LEASE, Ordering::Release);
+                lease.unleased_reads.store(0, Ordering::Relaxed);
+                events(Event::Changed(format!(
+                    "{}: opened for writing or truncated while read: its cached pages were dropped, and each read checks its size until the lease can be taken again",
+                    self.path.display()
+                )));
+            }
+        }
+        let size = self.size_check(events)?;
+        if lease.allowed
+            && lease
+                .unleased_reads
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(LEASE_RETRY)
+        {
+            if let Ok(_gate) = lease.gate.try_lock() {
+                if lease.held_at.load(Ordering::Acquire) == NO_LEASE {
+                    let breaks = os::lease_breaks();
+                    match os::take_read_lease(self.fd.as_fd()) {
+                        Ok(()) => {
+                            // A change between the check above and the lease would go
+                            // unseen: check once more, now that changes break the lease.
+                            let size = self.size_check(events)?;
+                            lease.held_at.store(breaks, Ordering::Release);
+                            return Ok(size);
+                        }
+                        Err(e) if !lease.reported.swap(true, Ordering::Relaxed) => {
+                            let why = match e.raw_os_error() {
+                                Some(libc::EAGAIN) => "it is open for writing".to_string(),
+                                Some(libc::EACCES) => {
+                                    "another user owns it and this process lacks CAP_LEASE"
+                                        .to_string()
+                                }
+                                _ => e.to_string(),
+                            };
+                            events(Event::Note(format!(
+                                "{}: no read lease yet ({why}): each read checks its size with fstat",
+                                self.path.display()
+                            )));
+                        }
+                        Err(_) => {}
+                    }
+                }
+            }
+        }
+        Ok(size)
+    }
+
+    /// One `fstat`: if the size or modification time changed since the last check, the file's
+    /// cached pages go.
+    fn size_check(&self, events: &mut dyn FnMut(Event)) -> io::Result<u64> {
+        events(Event::SizeChecked);
+        let (size, mtime) = size_and_mtime(&self.fd)?;
+        let (was, was_mtime) = (
+            self.live_size.load(Ordering::Acquire),
+            self.live_mtime_ns.load(Ordering::Acquire),
+        );
+        if size != was || mtime != was_mtime {
+            self.live_size.store(size, Ordering::Release);
+            self.live_mtime_ns.store(mtime, Ordering::Release);
+            events(Event::Changed(format!(
+                "{}: changed while open (size {was} -> {size} bytes): its cached pages were dropped",
+                self.path.display()
+            )));
+        }
+        Ok(size)
+    }
+}

@@ -1,0 +1,140 @@
+//! Sources: where a file's bytes come from, behind one seam.
+//!
+//! The engine's cache, policies, statistics and miss path do not care what a file is. What
+//! they need of it is here, in [`Source`]: its name, its size now (and whether its contents
+//! changed since the pages cached for it were read, in which case they are dropped), whether
+//! reads bypass the kernel's cache, the device's limits the windows are sized from, a blocking
+//! read of a request into the cache's slots, and, for the kernel's asynchronous backends, a
+//! descriptor to read from. Opening is the other half: a [`Registered`] kind of source claims
+//! the names it reads and opens them into an [`Opened`]: the source, its [`Identity`] (so two
+//! opens of one version share pages), and the fallbacks it took.
+//!
+//! * [`local`]: a file of a local filesystem: `O_DIRECT` where it can, read leases or `fstat`
+//!   for change detection, sysfs for the device's limits.
+//!
+//! Adding a kind of source is its module (with its `REGISTERED` entry) and one line in
+//! [`SOURCES`]. A source with no descriptor is read through [`Source::read`] in the thread
+//! that would have submitted it (`uring` cannot hand the kernel a read it has no descriptor
+//! for); a remote source brings its own asynchronous reads with it.
+
+pub(crate) mod local;
+#[cfg(test)]
+mod tests;
+
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::path::Path;
+
+use super::backend::ReadOp;
+
+/// The registry: every kind of source, one line each. The first that claims a name opens it.
+pub(crate) const SOURCES: &[Registered] = &[local::REGISTERED];
+
+/// One kind of source: its name, what it is, which names it reads, and how to open one.
+pub(crate) struct Registered {
+    pub name: &'static str,
+    pub about: &'static str,
+    /// Whether this kind reads `name` (a path, or a URL for sources that take them).
+    pub claims: fn(&Path) -> bool,
+    pub open: fn(&Path, &OpenSettings) -> io::Result<Opened>,
+}
+
+/// The engine's settings a source is opened with.
+pub(crate) struct OpenSettings {
+    /// Bypass the kernel's page cache where the source can (`EngineBuilder::direct`).
+    pub direct: bool,
+    /// Take read leases where the source can (`EngineBuilder::leases`).
+    pub leases: bool,
+}
+
+/// A source just opened, before the engine names it.
+pub(crate) struct Opened {
+    pub identity: Identity,
+    pub source: Box<dyn Source>,
+    /// Fallbacks taken while opening (no `O_DIRECT`, no lease), for `stats()`.
+    pub notes: Vec<String>,
+}
+
+/// What a source is, across opens: the same object (an inode, later an object's URL).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum ObjectKey {
+    /// A local file: device and inode.
+    Inode { dev: u64, ino: u64 },
+    /// A source the tests make (`source/tests.rs`).
+    #[cfg(test)]
+    Test(u32),
+}
+
+/// What identifies a source's contents across opens: the object, its size, and its version
+/// (a local file's modification time in ns). Pages cached for one open are reused by a later
+/// open only if all three still match.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Identity {
+    pub object: ObjectKey,
+    pub size: u64,
+    pub version: i128,
+}
+
+/// The device limits windows are sized from, where the source knows them.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Limits {
+    /// The device's readahead window (`read_ahead_kb`).
+    pub read_ahead_kb: Option<u64>,
+    /// The device's largest request (`max_sectors_kb`).
+    pub max_sectors_kb: Option<u64>,
+}
+
+/// What a source reports while it checks its size (see [`Source::current_size`]).
+pub(crate) enum Event {
+    /// Its contents may have changed since its cached pages were read: the engine drops them
+    /// and notes why.
+    Changed(String),
+    /// A fallback to note in `stats()` (say, no lease to be had).
+    Note(String),
+    /// It asked the system for its size (`stats().size_checks`).
+    SizeChecked,
+}
+
+/// Where one file's bytes come from. See the module comment.
+pub(crate) trait Source: Send + Sync {
+    /// The name it was opened by, for errors and `stats()`.
+    fn path(&self) -> &Path;
+    /// Size in bytes as last seen: at open, or what the last check found.
+    fn live_size(&self) -> u64;
+    /// Size in bytes now, reporting through `events` a change of contents since the last
+    /// check. Called on every read: a source that can know it unchanged without asking the
+    /// system (a local file's lease) answers with a load.
+    fn current_size(&self, events: &mut dyn FnMut(Event)) -> io::Result<u64>;
+    /// Whether reads bypass the kernel's page cache (`O_DIRECT`).
+    fn is_direct(&self) -> bool;
+    /// The device limits windows are sized from.
+    fn limits(&self) -> Limits;
+    /// The descriptor the kernel's backends read from; `None` for a source read only through
+    /// [`Source::read`].
+    fn fd(&self) -> Option<BorrowedFd<'_>>;
+    /// Read `op` in full into its slots, in this thread: bytes read (fewer at the end of the
+    /// source), or the error.
+    fn read(&self, op: &ReadOp) -> io::Result<usize>;
+    /// Bytes of page `page` from byte `from` on, into `dst`, past the cache: for a read that
+    /// keeps finding its page evicted.
+    fn read_page_uncached(&self, page: u64, from: usize, dst: &mut [u8]) -> io::Result<usize>;
+}
+
+/// Open `name` with the first kind of source that claims it.
+pub(crate) fn open(name: &Path, settings: &OpenSettings) -> io::Result<Opened> {
+    match SOURCES.iter().find(|s| (s.claims)(name)) {
+        Some(kind) => (kind.open)(name, settings),
+        None => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "{}: no kind of source reads this; known: {}",
+                name.display(),
+                SOURCES
+                    .iter()
+                    .map(|s| format!("{} ({})", s.name, s.about))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )),
+    }
+}
