@@ -37,31 +37,18 @@ fn main() {
     println!("| figure | requested | adaptive wasted | 1% of requested | | adaptive requests | best of 2.6.7/pratt/ondemand | +1% | |");
     println!("|---|---|---|---|---|---|---|---|---|");
     for fig in &FIGURES {
-        let config = SimConfig::default();
-        let a = fig.run("adaptive", config).expect("figure runs").faithful;
-        let best = ["linux-2.6.7", "pratt", "linux-ondemand"]
-            .iter()
-            .map(|p| {
-                fig.run(p, config)
-                    .expect("figure runs")
-                    .faithful
-                    .read_requests
-            })
-            .min()
-            .expect("three policies");
-        let limit = fig.requested / 100;
-        let allowed = best + best.div_ceil(100);
+        let bars = table::FigureBars::of(fig);
         println!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             fig.figure,
             fig.requested,
-            a.wasted_pages,
-            limit,
-            verdict(a.wasted_pages <= limit),
-            a.read_requests,
-            best,
-            allowed,
-            verdict(a.read_requests <= allowed)
+            bars.wasted,
+            bars.wasted_allowed,
+            verdict(bars.wasted <= bars.wasted_allowed),
+            bars.requests,
+            bars.best_kernel_requests,
+            bars.requests_allowed,
+            verdict(bars.requests <= bars.requests_allowed)
         );
     }
 

@@ -344,11 +344,11 @@ fn push(runs: &mut Vec<(String, String, Run)>, p: &str, c: &str, r: Run) {
     runs.push((p.to_string(), c.to_string(), r));
 }
 
-/// The sweep's configuration with the best median so far, if it has run.
+/// The sweep's configuration with the best median so far, and that median in MB/s, if it has run.
 fn best_streaming(
     runs: &[(String, String, Run)],
     sweep: &[raw::Streaming],
-) -> Option<raw::Streaming> {
+) -> Option<(raw::Streaming, f64)> {
     sweep
         .iter()
         .map(|s| {
@@ -361,7 +361,6 @@ fn best_streaming(
         })
         .filter(|x| x.1 > 0.0)
         .max_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|x| x.0)
 }
 
 /// Run the plan. The device's ceilings (with the `device` contender) are measured in every

@@ -192,18 +192,22 @@ pub(super) fn tiobench(
 /// 1/(1/C + 1/D) (none).
 pub(super) fn overlap(
     plan: &Plan,
-    best: Option<raw::Streaming>,
+    best: Option<(raw::Streaming, f64)>,
     push: &mut impl FnMut(&str, &str, Run),
     bar: &indicatif::ProgressBar,
 ) -> Result<(), String> {
-    // D: the device's best sequential rate, measured now with the sweep's best configuration
-    // so far (or 8 MiB x QD16 without a sweep).
-    let s = best.unwrap_or(raw::Streaming {
-        bs: 8 << 20,
-        qd: 16,
-    });
+    // D: the device's best sequential rate: measured now with the sweep's best configuration
+    // so far (or 8 MiB x QD16 without a sweep), or that configuration's median so far if this
+    // one run of it came out slower (a ceiling is the best the device does, not one sample).
+    let (s, median_mb_per_s) = best.unwrap_or((
+        raw::Streaming {
+            bs: 8 << 20,
+            qd: 16,
+        },
+        0.0,
+    ));
     let d = raw::streaming(&plan.file, s, plan.size, plan.cap).map_err(|e| e.to_string())?;
-    let dev = d.bytes as f64 / d.elapsed.as_secs_f64();
+    let dev = (d.bytes as f64 / d.elapsed.as_secs_f64()).max(median_mb_per_s * 1e6);
     for (label, c) in [("overlap-slow", dev / 4.0), ("overlap-fast", dev * 4.0)] {
         for contender in [Contender::Kernel, Contender::Ahead("adaptive".into())] {
             bar.set_message(format!("{label} {}", contender.name()));

@@ -175,14 +175,16 @@ pub fn random_qd32(path: &Path, method: &str, total: u64, cap: Duration) -> io::
         "sync" => {
             let mut buf = Aligned::new(4 << 10);
             let mut rng = Rng(0);
-            let mut n = 0;
-            while n < total && Instant::now() < deadline {
-                let t = Instant::now();
-                file.read_at(buf.as_mut_slice(), rng.below(pages) * PAGE_SIZE)?;
-                latencies.push(ns_since(t));
-                n += 1;
-            }
-            n
+            let mut issued = 0;
+            one_at_a_time(
+                deadline,
+                &mut latencies,
+                || {
+                    issued += 1;
+                    (issued <= total).then(|| rng.below(pages) * PAGE_SIZE)
+                },
+                |offset| file.read_at(buf.as_mut_slice(), offset).map(drop),
+            )?
         }
         "threads" => {
             let count = AtomicU64::new(0);
@@ -251,6 +253,25 @@ pub fn random_qd32(path: &Path, method: &str, total: u64, cap: Duration) -> io::
     })
 }
 
+/// One read at a time, at each offset `next` gives, until it gives none or `deadline`
+/// passes: each read's latency in ns pushed to `latencies`; the reads made.
+fn one_at_a_time(
+    deadline: Instant,
+    latencies: &mut Vec<u32>,
+    mut next: impl FnMut() -> Option<u64>,
+    mut read: impl FnMut(u64) -> io::Result<()>,
+) -> io::Result<u64> {
+    let mut n = 0;
+    while Instant::now() < deadline {
+        let Some(offset) = next() else { break };
+        let t = Instant::now();
+        read(offset)?;
+        latencies.push(ns_since(t));
+        n += 1;
+    }
+    Ok(n)
+}
+
 /// How the seed-004 experiment keeps its buffered random reads going.
 pub const BUFFERED_METHODS: [&str; 3] = ["preadv", "uring-workers", "uring-async"];
 
@@ -284,16 +305,10 @@ pub fn random_buffered(path: &Path, method: &str, cap: Duration) -> io::Result<R
     let reads = match method {
         "preadv" => {
             let mut buf = vec![0u8; 4 << 10];
-            let mut n = 0u64;
-            while Instant::now() < deadline {
-                let Some(offset) = next() else { break };
-                let t = Instant::now();
+            one_at_a_time(deadline, &mut latencies, &mut next, |offset| {
                 let mut iov = [io::IoSliceMut::new(&mut buf)];
-                ahead::os::preadv(file.as_fd(), &mut iov, offset)?;
-                latencies.push(ns_since(t));
-                n += 1;
-            }
-            n
+                ahead::os::preadv(file.as_fd(), &mut iov, offset).map(drop)
+            })?
         }
         "uring-workers" | "uring-async" => {
             let flags = if method == "uring-workers" {

@@ -158,3 +158,40 @@ pub fn shortfalls(row: &Row) -> Vec<String> {
     }
     out
 }
+
+/// Adaptive on one of the paper's figures against issue 18's bars: its wasted pages against 1%
+/// of the requested, its requests against the best of linux-2.6.7, pratt and linux-ondemand
+/// plus 1% (rounded up).
+#[allow(dead_code)] // paper_figures and the example use it; the table's test does not
+pub struct FigureBars {
+    pub wasted: u64,
+    pub wasted_allowed: u64,
+    pub requests: u64,
+    pub best_kernel_requests: u64,
+    pub requests_allowed: u64,
+}
+
+#[allow(dead_code)]
+impl FigureBars {
+    pub fn of(fig: &ahead::paper::Figure) -> FigureBars {
+        let config = SimConfig::default();
+        let a = fig.run("adaptive", config).expect("figure runs").faithful;
+        let best = ["linux-2.6.7", "pratt", "linux-ondemand"]
+            .iter()
+            .map(|p| {
+                fig.run(p, config)
+                    .expect("figure runs")
+                    .faithful
+                    .read_requests
+            })
+            .min()
+            .expect("three policies");
+        FigureBars {
+            wasted: a.wasted_pages,
+            wasted_allowed: fig.requested / 100,
+            requests: a.read_requests,
+            best_kernel_requests: best,
+            requests_allowed: best + best.div_ceil(100),
+        }
+    }
+}
