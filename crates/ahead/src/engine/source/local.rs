@@ -9,7 +9,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use crate::engine::backend::{preadv_full, ReadOp};
 use crate::os;
@@ -36,7 +36,8 @@ pub(crate) struct LocalFile {
     lease: Lease,
     /// Read with `O_DIRECT`.
     direct: bool,
-    limits: Limits,
+    /// From sysfs when first asked: an open of a file already open is dropped unasked.
+    limits: OnceLock<Limits>,
 }
 
 /// A file's read lease, as its reads see it. While the lease is held the file cannot have
@@ -190,7 +191,6 @@ fn open(path: &Path, settings: &OpenSettings) -> io::Result<Opened> {
             path.display()
         ));
     }
-    let (read_ahead_kb, max_sectors_kb) = os::device_limits(path);
     let size = st.st_size as u64;
     let mtime_ns = st.st_mtime.saturating_mul(1_000_000_000) + st.st_mtime_nsec;
     Ok(Opened {
@@ -209,10 +209,7 @@ fn open(path: &Path, settings: &OpenSettings) -> io::Result<Opened> {
             live_mtime_ns: AtomicI64::new(mtime_ns),
             lease,
             direct: buffered_because.is_none(),
-            limits: Limits {
-                read_ahead_kb,
-                max_sectors_kb,
-            },
+            limits: OnceLock::new(),
         }),
         notes,
     })
@@ -294,7 +291,13 @@ impl Source for LocalFile {
     }
 
     fn limits(&self) -> Limits {
-        self.limits
+        *self.limits.get_or_init(|| {
+            let (read_ahead_kb, max_sectors_kb) = os::device_limits(&self.path);
+            Limits {
+                read_ahead_kb,
+                max_sectors_kb,
+            }
+        })
     }
 
     fn fd(&self) -> Option<BorrowedFd<'_>> {
