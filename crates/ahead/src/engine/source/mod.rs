@@ -13,9 +13,9 @@
 //!   for change detection, sysfs for the device's limits.
 //!
 //! Adding a kind of source is its module (with its `REGISTERED` entry) and one line in
-//! [`SOURCES`]. A source with no descriptor is read through [`Source::read`] in the thread
-//! that would have submitted it (`uring` cannot hand the kernel a read it has no descriptor
-//! for); a remote source brings its own asynchronous reads with it.
+//! [`SOURCES`]. A source with no descriptor is read through [`Source::read`]: by `threads`'
+//! pool, or by `sync` and `uring` in the thread that submits it (`uring` cannot hand the kernel
+//! a read it has no descriptor for, so such a source gets no overlap under it).
 
 pub(crate) mod local;
 #[cfg(test)]
