@@ -8,6 +8,7 @@ mod common;
 use common::{content, pread, write_test_file};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use ahead::engine::{BackendChoice, Engine};
@@ -22,7 +23,18 @@ const BACKENDS: [BackendChoice; 3] = [
 /// through by the kernel's timeout, not by the engine giving the lease up.
 const WRITER_WAITS_AT_MOST: Duration = Duration::from_secs(5);
 
+/// Held while a test writes a file or starts a process. A process forked while another
+/// thread has a file open for writing holds that descriptor until it execs, and a lease on
+/// that file is refused meanwhile: the tests here run in parallel, and one's `dd` once cost
+/// another its first lease (66 size checks where 2 were expected).
+static WRITES_AND_FORKS: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    WRITES_AND_FORKS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn write_file(name: &str, data: &[u8]) -> PathBuf {
+    let _alone = one_at_a_time();
     write_test_file("lease-tests", name, data)
 }
 
@@ -101,6 +113,7 @@ fn a_writer_opening_a_leased_file_waits_microseconds_and_its_bytes_are_read() {
         // This process opens it for writing: the open breaks the lease and waits for the
         // engine's handler to give it up.
         let t = Instant::now();
+        let alone = one_at_a_time();
         let writer = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
         assert!(t.elapsed() < WRITER_WAITS_AT_MOST, "{:?}", t.elapsed());
         // Rewritten in place, same size. The break dropped the cached pages; the new
@@ -124,6 +137,7 @@ fn a_writer_opening_a_leased_file_waits_microseconds_and_its_bytes_are_read() {
 
         // The writer gone, the lease is taken again within 64 reads, and reads stop checking.
         drop(writer);
+        drop(alone);
         assert!(read_all_4k(&f) == fresh);
         let checks = e.stats().size_checks;
         assert!(read_all_4k(&f) == fresh);
@@ -141,6 +155,7 @@ fn a_truncation_by_another_process_is_seen_by_the_next_read() {
         assert!(read_all_4k(&f) == data);
         // dd opens for writing (blocking) and truncates at its seek offset.
         let t = Instant::now();
+        let alone = one_at_a_time();
         let status = std::process::Command::new("dd")
             .args([
                 "if=/dev/null",
@@ -152,6 +167,7 @@ fn a_truncation_by_another_process_is_seen_by_the_next_read() {
             .arg(format!("of={}", path.display()))
             .status()
             .expect("coreutils' dd");
+        drop(alone);
         assert!(status.success());
         assert!(t.elapsed() < WRITER_WAITS_AT_MOST, "{:?}", t.elapsed());
         assert_eq!(
@@ -185,6 +201,7 @@ fn a_non_blocking_writer_is_refused_once_then_served() {
     let f = e.open(&path).unwrap();
     assert!(read_all_4k(&f) == data);
     let truncate = || {
+        let _alone = one_at_a_time();
         std::process::Command::new("truncate")
             .args(["-s", "5000"])
             .arg(&path)
