@@ -393,3 +393,35 @@ fn a_bet_smaller_than_a_record_is_not_read_ahead() {
     assert!(m.read_requests <= 20_000, "{m:?}");
     assert!(m.wasted_pages * 10 < m.pages_read, "{m:?}");
 }
+
+#[test]
+fn threads_taking_turns_on_an_object_store_wait_once_each() {
+    // Four readers, each its own quarter of a 48 MiB object, 64 KiB reads in turn, as Python's
+    // threads in the recorded trace. A miss costs a 30 ms round trip: each reader's first read
+    // waits, and brings in a window past itself, so its second read does not wait again.
+    let remote = SimConfig {
+        device: ahead::DeviceModel::REMOTE,
+        ..config()
+    };
+    let quarters = Pattern::parse("interleaved:streams=4,size=48m,bs=64k").unwrap();
+    let m = sim::run("adaptive", remote, quarters.workload())
+        .unwrap()
+        .faithful;
+    assert!(m.sync_requests <= 4, "{m:?}");
+    assert_eq!(m.wasted_pages, 0, "{m:?}");
+    // Random reads on the same store: the bets (the only requests read ahead of a random
+    // read that a chance neighbour does not explain) stop after the three free ones lose.
+    let random = Pattern::parse("random:size=1g,bs=64k,count=2000").unwrap();
+    let on = |device| {
+        let c = SimConfig { device, ..config() };
+        sim::run("adaptive", c, random.workload()).unwrap().faithful
+    };
+    let (m, nvme) = (on(ahead::DeviceModel::REMOTE), on(ahead::DeviceModel::NVME));
+    assert!(
+        m.async_requests <= nvme.async_requests + 3,
+        "{m:?} {nvme:?}"
+    );
+    // On NVMe a miss costs too little for a bet: only chance neighbours read ahead.
+    let m = run("adaptive", "random:size=1g,bs=64k,count=2000");
+    assert!(m.wasted_pages * 100 <= m.pages_read, "{m:?}");
+}

@@ -88,6 +88,16 @@
 //! that landed on them earned less than half what they cost, and tries again only when random
 //! reads have doubled.
 //!
+//! **A bet past a miss.** Where a miss costs its reader [`BET_PAYOFF`] times the pages of a
+//! first window or more (an object store's round trip; not an SSD's latency, nor a disk's seek,
+//! which a window would double),
+//! a read that misses and finds nothing on its way for the page after it also brings in a
+//! first window past itself, before any stream has shown its shape: the second read of a new
+//! stream, or of each of several threads taking turns over their own parts of a file, would
+//! otherwise wait a round trip of its own. A bet is won when a later read starts on the page
+//! after the read it was placed for; betting stops while fewer than one in four have won (the
+//! first three are free), so random reads lose three windows at most.
+//!
 //! **Hints.** Sequential: new streams are forward from their first read, their first window
 //! four times the unhinted guess.
 //! Random: no readahead at all. Will-need: the range is read ahead, no stream is disturbed.
@@ -136,6 +146,10 @@ const RACE_READS: u64 = 4;
 const REGROW_EVERY: u32 = 8;
 /// Smallest window cap thrashing can shrink to, in pages.
 const MIN_CAP: u64 = 4;
+/// How many times a first window's pages a miss must cost its reader before a read that misses
+/// bets a window past itself (an object store's round trip, not an SSD's latency or a disk's
+/// seek): a bet that loses then costs the device little of what one that wins saves.
+const BET_PAYOFF: u64 = 32;
 /// Pages per granule of the marks that tell a speculative page from others.
 const SPEC_GRANULE: u64 = 16;
 
@@ -174,6 +188,25 @@ pub struct Adaptive {
     jumps: u64,
     jumps_onto_cached: u64,
     spec: Speculation,
+    bets: PastBets,
+}
+
+/// Windows read past a missed read on a device where a miss costs the reader far more than
+/// the window's pages (see `bet_past`): how many were placed, how many a later read came for,
+/// and the page after each read a bet was placed for, hashed into 4096 bits.
+#[derive(Clone, Copy, Debug)]
+struct PastBets {
+    placed: u64,
+    won: u64,
+    marks: [u64; 64],
+}
+
+impl PastBets {
+    /// The word and bit that mark `page`.
+    fn bit(page: u64) -> (usize, u64) {
+        let h = page.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52;
+        ((h / 64) as usize, 1 << (h % 64))
+    }
 }
 
 impl Adaptive {
@@ -201,6 +234,11 @@ impl Adaptive {
             jumps: 0,
             jumps_onto_cached: 0,
             spec: Speculation::OFF,
+            bets: PastBets {
+                placed: 0,
+                won: 0,
+                marks: [0; 64],
+            },
         }
     }
 
@@ -212,36 +250,30 @@ impl Adaptive {
         }
     }
 
-    /// Account pages read ahead (`issued`) and pages lost, and decide whether to bet less.
-    fn account(&mut self, issued: u64, lost: u64) {
-        self.ahead_issued += issued;
-        self.ahead_lost += lost;
-        if self.ahead_issued > 1 << 20 {
-            // Remember the recent past more than the distant one.
-            self.ahead_issued /= 2;
-            self.ahead_lost /= 2;
-        }
-        // A few pages lost at the start prove nothing: judge against a prior of BET_PRIOR.
-        if self.ahead_lost * 32 > self.ahead_issued + BET_PRIOR {
-            self.conservative = true;
-        } else if self.ahead_lost * 64 < self.ahead_issued {
-            self.conservative = false;
-        }
-    }
-
-}
-
-impl Policy for Adaptive {
-    fn name(&self) -> &'static str {
-        "adaptive"
-    }
-
-    fn on_read(&mut self, read: AppRead, ctx: &mut dyn RaContext) {
-        if self.random {
+    /// After a read `(s, e)` that missed, where nothing is on its way for the page after it:
+    /// bring in a first window past it, if a miss costs the reader [`BET_PAYOFF`] times that
+    /// window's pages or more (a round trip to an object store: the reads of a new stream, or of
+    /// threads taking turns, that would each wait for one) and at least one in four such bets
+    /// has been read since (the first three are free). A bet is won when a later read starts
+    /// on the page after the read it was placed for.
+    fn bet_past(&mut self, s: u64, e: u64, ctx: &mut dyn RaContext) {
+        let window = get_init_ra_size((e - s).max(1), self.ra_max).max(self.request_cost);
+        let bets = &mut self.bets;
+        if self.miss_cost < BET_PAYOFF * window
+            || bets.placed >= 4 * bets.won + 3
+            || e >= ctx.file_pages().min(self.limit)
+            || ctx.is_cached(e)
+        {
             return;
         }
-        self.tick += 1;
-        let (s, e) = (read.first_page(), read.end_page());
+        let (w, b) = PastBets::bit(e);
+        bets.marks[w] |= b;
+        bets.placed += 1;
+        self.issue(ctx, IoKind::Ahead, e, window.saturating_sub(e - s).max(1), 0);
+    }
+
+    /// The read `(s, e)` joins or starts a stream, which reads ahead if it has shown its shape.
+    fn on_read_streams(&mut self, s: u64, e: u64, ctx: &mut dyn RaContext) {
         let found = self.find(s, e);
         self.file_fits = ctx.file_pages() <= ctx.readahead_budget();
         if matches!(found, None | Some((_, Join::StrideCandidate))) {
@@ -288,6 +320,49 @@ impl Policy for Adaptive {
         let st = &mut self.streams[i];
         if st.shape == Shape::Forward && st.run == 0 && st.reach < e {
             st.reach = e;
+        }
+    }
+
+    /// Account pages read ahead (`issued`) and pages lost, and decide whether to bet less.
+    fn account(&mut self, issued: u64, lost: u64) {
+        self.ahead_issued += issued;
+        self.ahead_lost += lost;
+        if self.ahead_issued > 1 << 20 {
+            // Remember the recent past more than the distant one.
+            self.ahead_issued /= 2;
+            self.ahead_lost /= 2;
+        }
+        // A few pages lost at the start prove nothing: judge against a prior of BET_PRIOR.
+        if self.ahead_lost * 32 > self.ahead_issued + BET_PRIOR {
+            self.conservative = true;
+        } else if self.ahead_lost * 64 < self.ahead_issued {
+            self.conservative = false;
+        }
+    }
+}
+
+impl Policy for Adaptive {
+    fn name(&self) -> &'static str {
+        "adaptive"
+    }
+
+    fn on_read(&mut self, read: AppRead, ctx: &mut dyn RaContext) {
+        if self.random {
+            return;
+        }
+        self.tick += 1;
+        let (s, e) = (read.first_page(), read.end_page());
+        let missed = !ctx.is_cached(s);
+        if !missed {
+            let (w, b) = PastBets::bit(s);
+            if self.bets.marks[w] & b != 0 {
+                self.bets.marks[w] &= !b;
+                self.bets.won += 1;
+            }
+        }
+        self.on_read_streams(s, e, ctx);
+        if missed {
+            self.bet_past(s, e, ctx);
         }
     }
 
