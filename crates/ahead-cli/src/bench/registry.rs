@@ -9,7 +9,8 @@
 use super::patterns::{interleave_run, tiobench_run};
 use super::sources::Source;
 use super::{Measured, Touched};
-use ahead::PAGE_SIZE;
+use ahead::pattern::Pattern;
+use ahead::{Bytes, PAGE_SIZE};
 use std::time::Duration;
 
 /// One reader's reads, (offset, length) in bytes.
@@ -28,8 +29,9 @@ pub struct BenchPattern {
 
 /// How a pattern runs.
 pub(super) enum Runs {
-    /// One reader's reads of a file of the given bytes, by every contender in turn.
-    Reads(fn(u64) -> Reads),
+    /// One reader's reads of a file of the given bytes, by every contender in turn: the
+    /// simulator's pattern of that size, so `ahead sim --pattern` runs the same reads.
+    Reads(fn(u64) -> Pattern),
     /// The file's first part read once unmeasured, then again measured, by every contender.
     Warm,
     /// Threads over the file, by every contender in turn.
@@ -51,8 +53,19 @@ pub(super) enum Yardstick {
 }
 
 /// Sequential reads of `bs` bytes from the start.
-fn seq(size: u64, bs: u64) -> Reads {
-    Box::new((0..size.div_ceil(bs)).map(move |i| (i * bs, bs)))
+const fn seq(size: u64, bs: u64) -> Pattern {
+    Pattern::Sequential {
+        size: Bytes(size),
+        bs: Bytes(bs),
+    }
+}
+
+/// One reader's reads of `pattern`, (offset, length) in bytes.
+pub(super) fn reads(pattern: Pattern) -> Reads {
+    Box::new(pattern.workload().events.filter_map(|e| match e {
+        ahead::Event::Read { offset, len, .. } => Some((offset.0, len.0)),
+        _ => None,
+    }))
 }
 
 /// Every bench pattern, in suite order.
@@ -90,46 +103,41 @@ pub const BENCH_PATTERNS: &[BenchPattern] = &[
     BenchPattern {
         name: "reverse-64k",
         about: "64 KiB reads from the end back",
-        runs: Runs::Reads(|size| {
-            let n = size / (64 << 10);
-            Box::new((0..n).rev().map(|i| (i * (64 << 10), 64 << 10)))
+        runs: Runs::Reads(|size| Pattern::Reverse {
+            size: Bytes(size),
+            bs: Bytes(64 << 10),
         }),
         yardstick: Yardstick::Sequential,
     },
     BenchPattern {
         name: "stride-16k",
         about: "16 KiB records, 16 KiB gaps",
-        runs: Runs::Reads(|size| {
-            Box::new((0..size / (32 << 10)).map(|i| (i * (32 << 10), 16 << 10)))
+        runs: Runs::Reads(|size| Pattern::Stride {
+            size: Bytes(size),
+            bs: Bytes(16 << 10),
+            stride: Bytes(32 << 10),
         }),
         yardstick: Yardstick::Sequential,
     },
     BenchPattern {
         name: "random-4k",
         about: "4 KiB reads at random, one at a time, as many as the file has pages",
-        runs: Runs::Reads(|size| {
-            let mut rng = ahead::pattern::SplitMix64(1);
-            let pages = size / PAGE_SIZE;
-            Box::new((0..).map(move |_| (rng.below(pages) * PAGE_SIZE, 4 << 10)))
+        runs: Runs::Reads(|size| Pattern::Random {
+            size: Bytes(size),
+            bs: Bytes(PAGE_SIZE),
+            count: size / PAGE_SIZE,
+            seed: 1,
         }),
         yardstick: Yardstick::Random(&[(4 << 10, 1.0)]),
     },
     BenchPattern {
         name: "random-mix",
         about: "iozone's mix: half the 16 KiB reads continue, half jump to a random record",
-        runs: Runs::Reads(|size| {
-            let mut rng = ahead::pattern::SplitMix64(1);
-            let records = size / (16 << 10);
-            let mut at = 0;
-            Box::new((0..).map(move |_| {
-                let r = if rng.below(2) == 0 {
-                    rng.below(records)
-                } else {
-                    at % records
-                };
-                at = r + 1;
-                (r * (16 << 10), 16 << 10)
-            }))
+        runs: Runs::Reads(|size| Pattern::RandomMix {
+            size: Bytes(size),
+            bs: Bytes(16 << 10),
+            count: size / (16 << 10),
+            seed: 1,
         }),
         yardstick: Yardstick::Random(&[(16 << 10, 1.0)]),
     },
@@ -270,7 +278,7 @@ mod tests {
         let size = 1 << 20;
         for p in BENCH_PATTERNS {
             if let Runs::Reads(reads) = p.runs {
-                let v: Vec<(u64, u64)> = reads(size).take(10_000).collect();
+                let v: Vec<(u64, u64)> = super::reads(reads(size)).take(10_000).collect();
                 assert!(!v.is_empty(), "{}", p.name);
                 assert!(v.iter().all(|&(o, l)| l > 0 && o + l <= size), "{}", p.name);
             }
