@@ -424,43 +424,64 @@ fn the_engine_sends_the_requests_the_simulator_predicts() {
             first_page: 0,
         };
         for policy in ["linux-2.6.7", "pratt", "linux-ondemand", "adaptive", "none"] {
-            let engine = Engine::builder()
-                .policy(policy)
-                .backend(BackendChoice::SYNC)
-                .ra_max_kb(128)
-                .io_max_kb(256)
-                .budget(64 << 20)
-                .device_estimate(ahead::DeviceModel::NVME.estimate(64))
-                .build()
-                .unwrap();
-            let file = engine.open(&path).unwrap();
-            let mut buf = vec![0u8; 1 << 20];
-            for ev in pattern.workload().events {
-                if let ahead::Event::Read { offset, len, .. } = ev {
-                    file.read_at(&mut buf[..len.0 as usize], offset.0).unwrap();
-                }
-            }
-            let config = ahead::SimConfig {
-                cache_pages: (64 << 20) / 4096,
-                policy: ahead::PolicyConfig {
-                    ra_max_pages: 32,
-                    io_max_pages: 64,
-                    fixed_pages: 32,
-                    folio_max_order: 0,
-                },
-                ..ahead::SimConfig::default()
-            };
-            let sim = ahead::sim::run(policy, config, pattern.workload())
-                .unwrap()
-                .faithful;
-            let s = engine.stats();
+            let (e, m) = both_drivers(&path, policy, &pattern, 64 << 20);
             assert_eq!(
-                (s.requests, s.sync_requests, s.pages_read),
-                (sim.read_requests, sim.sync_requests, sim.pages_read),
+                (e.0, e.1, e.2),
+                (m.0, m.1, m.2),
                 "paper:read={read},seek={seek},repeat={repeat} {policy}"
             );
         }
     }
+}
+
+/// `pattern` read through an engine (sync backend, the simulator's nvme estimate, 128 KiB
+/// windows, 256 KiB requests) and through the simulator with the same settings and cache: each
+/// driver's (requests, sync requests, pages read, pages thrashed).
+fn both_drivers(
+    path: &Path,
+    policy: &str,
+    pattern: &ahead::pattern::Pattern,
+    budget: u64,
+) -> ((u64, u64, u64, u64), (u64, u64, u64, u64)) {
+    let engine = Engine::builder()
+        .policy(policy)
+        .backend(BackendChoice::SYNC)
+        .ra_max_kb(128)
+        .io_max_kb(256)
+        .budget(budget)
+        .device_estimate(ahead::DeviceModel::NVME.estimate(64))
+        .build()
+        .unwrap();
+    let file = engine.open(path).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    for ev in pattern.workload().events {
+        if let ahead::Event::Read { offset, len, .. } = ev {
+            file.read_at(&mut buf[..len.0 as usize], offset.0).unwrap();
+        }
+    }
+    let config = ahead::SimConfig {
+        cache_pages: budget as usize / 4096,
+        policy: ahead::PolicyConfig {
+            ra_max_pages: 32,
+            io_max_pages: 64,
+            fixed_pages: 32,
+            folio_max_order: 0,
+        },
+        ..ahead::SimConfig::default()
+    };
+    let sim = ahead::sim::run(policy, config, pattern.workload())
+        .unwrap()
+        .faithful;
+    let s = engine.stats();
+    (
+        (s.requests, s.sync_requests, s.pages_read, s.thrashed_pages),
+        (
+            sim.read_requests,
+            sim.sync_requests,
+            sim.pages_read,
+            sim.thrashed_pages,
+        ),
+    )
 }
 
 #[test]
@@ -645,47 +666,11 @@ fn the_engine_and_the_simulator_agree_on_every_policy_and_pattern() {
     for (spec, budget) in whole.into_iter().chain(half) {
         let pattern = ahead::pattern::Pattern::parse(spec).unwrap();
         for policy in ahead::policy::POLICIES.iter().filter(|p| p.make.is_some()) {
-            let policy = policy.name;
-            let engine = Engine::builder()
-                .policy(policy)
-                .backend(BackendChoice::SYNC)
-                .ra_max_kb(128)
-                .io_max_kb(256)
-                .budget(budget)
-                .device_estimate(ahead::DeviceModel::NVME.estimate(64))
-                .build()
-                .unwrap();
-            let file = engine.open(&path).unwrap();
-            let mut buf = vec![0u8; 1 << 20];
-            for ev in pattern.workload().events {
-                if let ahead::Event::Read { offset, len, .. } = ev {
-                    file.read_at(&mut buf[..len.0 as usize], offset.0).unwrap();
-                }
-            }
-            let config = ahead::SimConfig {
-                cache_pages: budget as usize / 4096,
-                policy: ahead::PolicyConfig {
-                    ra_max_pages: 32,
-                    io_max_pages: 64,
-                    fixed_pages: 32,
-                    folio_max_order: 0,
-                },
-                ..ahead::SimConfig::default()
-            };
-            let sim = ahead::sim::run(policy, config, pattern.workload())
-                .unwrap()
-                .faithful;
-            let s = engine.stats();
-            let e = (s.requests, s.sync_requests, s.pages_read, s.thrashed_pages);
-            let m = (
-                sim.read_requests,
-                sim.sync_requests,
-                sim.pages_read,
-                sim.thrashed_pages,
-            );
+            let (e, m) = both_drivers(&path, policy.name, &pattern, budget);
             if e != m {
                 disagree.push(format!(
-                    "{spec} in {budget} bytes, {policy}: engine {e:?}, simulator {m:?}"
+                    "{spec} in {budget} bytes, {}: engine {e:?}, simulator {m:?}",
+                    policy.name
                 ));
             }
         }
