@@ -434,15 +434,18 @@ fn the_engine_sends_the_requests_the_simulator_predicts() {
     }
 }
 
+/// What a driver did: (requests, sync requests, pages read, pages thrashed).
+type Figures = (u64, u64, u64, u64);
+
 /// `pattern` read through an engine (sync backend, the simulator's nvme estimate, 128 KiB
-/// windows, 256 KiB requests) and through the simulator with the same settings and cache: each
-/// driver's (requests, sync requests, pages read, pages thrashed).
+/// windows, 256 KiB requests) and through the simulator with the same settings and cache: what
+/// each driver did.
 fn both_drivers(
     path: &Path,
     policy: &str,
     pattern: &ahead::pattern::Pattern,
     budget: u64,
-) -> ((u64, u64, u64, u64), (u64, u64, u64, u64)) {
+) -> (Figures, Figures) {
     let engine = Engine::builder()
         .policy(policy)
         .backend(BackendChoice::SYNC)
