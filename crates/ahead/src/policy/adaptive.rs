@@ -114,7 +114,7 @@ mod stream;
 mod windows;
 
 use super::linux_ondemand::{get_init_ra_size, get_next_ra_size};
-use speculation::Speculation;
+use speculation::{Marks, Speculation};
 use stream::{Join, Shape, Stream};
 use windows::{fits_cache_whole, Sizing};
 use super::{AppRead, DeviceEstimate, Hint, IoKind, IoRequest, Policy, PolicyConfig, RaContext};
@@ -193,20 +193,12 @@ pub struct Adaptive {
 
 /// Windows read past a missed read on a device where a miss costs the reader far more than
 /// the window's pages (see `bet_past`): how many were placed, how many a later read came for,
-/// and the page after each read a bet was placed for, hashed into 4096 bits.
+/// and the page after each read a bet was placed for.
 #[derive(Clone, Copy, Debug)]
 struct PastBets {
     placed: u64,
     won: u64,
-    marks: [u64; 64],
-}
-
-impl PastBets {
-    /// The word and bit that mark `page`.
-    fn bit(page: u64) -> (usize, u64) {
-        let h = page.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52;
-        ((h / 64) as usize, 1 << (h % 64))
-    }
+    marks: Marks,
 }
 
 impl Adaptive {
@@ -237,7 +229,7 @@ impl Adaptive {
             bets: PastBets {
                 placed: 0,
                 won: 0,
-                marks: [0; 64],
+                marks: Marks::EMPTY,
             },
         }
     }
@@ -266,8 +258,7 @@ impl Adaptive {
         {
             return;
         }
-        let (w, b) = PastBets::bit(e);
-        bets.marks[w] |= b;
+        bets.marks.insert(e);
         bets.placed += 1;
         self.issue(ctx, IoKind::Ahead, e, window.saturating_sub(e - s).max(1), 0);
     }
@@ -353,12 +344,8 @@ impl Policy for Adaptive {
         self.tick += 1;
         let (s, e) = (read.first_page(), read.end_page());
         let missed = !ctx.is_cached(s);
-        if !missed {
-            let (w, b) = PastBets::bit(s);
-            if self.bets.marks[w] & b != 0 {
-                self.bets.marks[w] &= !b;
-                self.bets.won += 1;
-            }
+        if !missed && self.bets.marks.remove(s) {
+            self.bets.won += 1;
         }
         self.on_read_streams(s, e, ctx);
         if missed {

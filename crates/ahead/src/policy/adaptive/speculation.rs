@@ -26,8 +26,41 @@ pub(super) struct Speculation {
     /// Where the in-order read of the whole file started, and how far it has gone.
     pub(super) sweep_from: u64,
     pub(super) swept: u64,
-    /// Granules brought in by speculation, hashed into 4096 bits.
-    pub(super) marks: [u64; 64],
+    /// Granules brought in by speculation.
+    pub(super) marks: Marks,
+}
+
+/// A set of keys (pages, granules) hashed into 4096 bits: a key may be found that was never
+/// put in (about one in 4096 per key in), which the judges that read it can afford.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Marks([u64; 64]);
+
+impl Marks {
+    pub(super) const EMPTY: Marks = Marks([0; 64]);
+
+    /// The word and bit that mark `key`.
+    fn bit(key: u64) -> (usize, u64) {
+        let h = key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52;
+        ((h / 64) as usize, 1 << (h % 64))
+    }
+
+    pub(super) fn insert(&mut self, key: u64) {
+        let (w, b) = Self::bit(key);
+        self.0[w] |= b;
+    }
+
+    pub(super) fn contains(&self, key: u64) -> bool {
+        let (w, b) = Self::bit(key);
+        self.0[w] & b != 0
+    }
+
+    /// Take `key` out; whether it was in.
+    pub(super) fn remove(&mut self, key: u64) -> bool {
+        let (w, b) = Self::bit(key);
+        let was = self.0[w] & b != 0;
+        self.0[w] &= !b;
+        was
+    }
 }
 
 impl Speculation {
@@ -41,24 +74,19 @@ impl Speculation {
         judge_at: u64::MAX,
         sweep_from: 0,
         swept: 0,
-        marks: [0; 64],
+        marks: Marks::EMPTY,
     };
 
-    pub(super) fn bit(page: u64) -> (usize, u64) {
-        let h = (page / SPEC_GRANULE).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52;
-        ((h / 64) as usize, 1 << (h % 64))
-    }
-
+    /// Whether `page`'s granule was brought in by speculation.
     pub(super) fn marked(&self, page: u64) -> bool {
-        let (w, b) = Self::bit(page);
-        self.marks[w] & b != 0
+        self.marks.contains(page / SPEC_GRANULE)
     }
 
+    /// Mark the granules of pages `start..end` as speculation's.
     pub(super) fn mark(&mut self, start: u64, end: u64) {
         let mut g = start / SPEC_GRANULE;
         while g * SPEC_GRANULE < end {
-            let (w, b) = Self::bit(g * SPEC_GRANULE);
-            self.marks[w] |= b;
+            self.marks.insert(g);
             g += 1;
         }
     }
