@@ -67,7 +67,7 @@ fn unique_pages(pattern: &Pattern) -> u64 {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
     #[test]
     fn cold_cache_invariants(spec in spec(), policy in 0..POLICIES.len()) {
@@ -98,24 +98,25 @@ proptest! {
     }
 
     /// The oracle is a lower bound: on any pattern, any device, with a reader that computes or
-    /// not, no policy's modelled time is below the oracle's by more than 0.5%. Not claimed: a
-    /// disk (hdd) with a computing reader on patterns of a few hundred pages, where the best
-    /// cut of requests into seeks and the reader's tail is not among the oracle's plans (up to
-    /// 2% in about 1 of 100 such patterns; see BENCHMARKS.md).
+    /// not, no policy's modelled time is below the oracle's by more than 0.5%. One exception,
+    /// held to its own bar: a disk (hdd) with a computing reader, on patterns of a few hundred
+    /// pages, where the best cut of requests into seeks and the reader's tail is not always
+    /// among the oracle's plans and their cuts (up to 1.5%, in about 1 of 500 such patterns:
+    /// `examples/oracle_bound.rs`, BENCHMARKS.md): 2% there.
     #[test]
     fn no_policy_beats_the_oracle(spec in spec(), device in 0..3usize, compute in prop::bool::ANY) {
-        prop_assume!(!(device == 1 && compute));
         let config = SimConfig {
             device: ahead::DeviceModel::PRESETS[device],
             compute_ns_per_page: if compute { 10_000 } else { 0 },
             ..SimConfig::default()
         };
+        let bar = if device == 1 && compute { 1.02 } else { 1.005 };
         let pattern = Pattern::parse(&spec).unwrap();
         let oracle = sim::run(ahead::policy::ORACLE, config, pattern.workload()).unwrap().faithful;
         for policy in POLICIES.iter().map(|p| p.name).filter(|p| *p != ahead::policy::ORACLE) {
             let m = sim::run(policy, config, pattern.workload()).unwrap().faithful;
             prop_assert!(
-                oracle.modeled_ms <= m.modeled_ms * 1.005,
+                oracle.modeled_ms <= m.modeled_ms * bar,
                 "{} beats the oracle on {} ({}, compute {}): {:.4} ms against {:.4}",
                 policy, spec, config.device.name, compute, m.modeled_ms, oracle.modeled_ms
             );

@@ -221,10 +221,8 @@ fn adaptive_keeps_up_with_the_fastest_policy_on_real_programs_and_none_beats_the
                         100.0 * waste(f)
                     ));
                 }
-                // A disk with a computing reader is not claimed (see tests/properties.rs).
-                let claimed = !(device.name == "hdd" && compute_ns_per_page > 0);
                 for (p, m) in &results {
-                    if claimed && oracle.modeled_ms > 1.005 * m.modeled_ms {
+                    if oracle.modeled_ms > 1.005 * m.modeled_ms {
                         failures.push(format!(
                             "{label}: {p} {:.3} ms beats the oracle's {:.3}",
                             m.modeled_ms, oracle.modeled_ms

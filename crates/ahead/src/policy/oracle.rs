@@ -43,10 +43,19 @@
 //! before its read. So the only pages it reads that nobody uses are the gaps it chose to read
 //! through ([`Oracle::chosen_gap_pages`]).
 //!
+//! **Cut where the reader waited.** Where the reader computes on its pages, the simulator
+//! then replays the two fastest kinds of plan with their requests cut ([`Oracle::cut_at`]):
+//! where each read that waited for its pages ends, or in the middle of the request it waited
+//! for (every such cut at once, or only the longest wait's), keeping the fastest while it gains,
+//! a few rounds. A request cut where a read ends lets that read go on while the rest of the
+//! request arrives; on a disk the rest continues without a seek, at one request's cost. Which
+//! cuts pay depends on how the reader's work interleaves with the device's, which the replay
+//! knows and a rule would guess.
+//!
 //! Random reads show the limit of every real policy: the oracle knows where they go, nothing
 //! causal does, so `vs_oracle` is not a bound a causal policy can approach there.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 mod planner;
 
@@ -171,7 +180,7 @@ struct Run {
 }
 
 /// The oracle's plan and where it is in it.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Oracle {
     /// Runs in the order of their first read.
     runs: Vec<Run>,
@@ -309,6 +318,43 @@ impl Oracle {
             at += n;
         }
         self.runs.splice(j..=i, again);
+    }
+
+    /// Cut the plan's requests at `cuts` (file, page): a request holding that page and pages
+    /// before it becomes two, each issued when the whole would have been, so the reads of
+    /// the first piece need not wait for the second. Whether any request was cut. Only
+    /// before the plan is played.
+    pub fn cut_at(&mut self, cuts: &BTreeSet<(u32, u64)>) -> bool {
+        debug_assert_eq!(self.next_run, 0, "cut before the plan is played");
+        let mut cut = Vec::with_capacity(self.runs.len() + cuts.len());
+        for &r in &self.runs {
+            let mut at = r.start;
+            for &(_, page) in cuts.range((r.file, r.start + 1)..(r.file, r.end)) {
+                cut.push(Run {
+                    start: at,
+                    end: page,
+                    ..r
+                });
+                at = page;
+            }
+            cut.push(Run { start: at, ..r });
+        }
+        let any = cut.len() > self.runs.len();
+        self.runs = cut;
+        any
+    }
+
+    /// The middle pages of the requests holding `pages` (file, page), of those with more than
+    /// one page.
+    pub fn middles_of(&self, pages: impl Iterator<Item = (u32, u64)>) -> BTreeSet<(u32, u64)> {
+        let by_start: BTreeMap<(u32, u64), u64> =
+            self.runs.iter().map(|r| ((r.file, r.start), r.end)).collect();
+        pages
+            .filter_map(|(f, p)| {
+                let (&(_, start), &end) = by_start.range((f, 0)..=(f, p)).next_back()?;
+                (p < end && end - start > 1).then_some((f, start + (end - start) / 2))
+            })
+            .collect()
     }
 
     /// Pages inside planned requests that no read asks for: the gaps it chose to read through

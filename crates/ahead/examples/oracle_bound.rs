@@ -1,0 +1,73 @@
+//! How often, and by how much, a causal policy comes in under the oracle on small random
+//! patterns of the property test's kinds, on a disk with a reader that computes (the one case
+//! `no_policy_beats_the_oracle` holds to 2% instead of 0.5%).
+//!
+//! `cargo run --release -p ahead --example oracle_bound -- [PATTERNS] [SEED]`
+
+use ahead::pattern::Pattern;
+use ahead::policy::{ORACLE, POLICIES};
+use ahead::sim::{self, SimConfig};
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let count: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(5000);
+    let mut state: u64 = args
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12345)
+        .max(1);
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let config = SimConfig {
+        device: ahead::DeviceModel::HDD,
+        compute_ns_per_page: 10_000,
+        ..SimConfig::default()
+    };
+    let mut over = Vec::new();
+    for _ in 0..count {
+        let (size, bs, k, seed) = (1 + next() % 399, 1 + next() % 39, 1 + next() % 5, next());
+        let bs = bs.min(size);
+        let spec = match next() % 8 {
+            0 => format!("seq:size={size}p,bs={bs}p"),
+            1 => format!("reverse:size={size}p,bs={bs}p"),
+            2 => format!("stride:size={size}p,bs={bs}p,stride={}p", bs * (k + 1)),
+            3 => format!(
+                "random:size={size}p,bs={bs}p,count={},seed={seed}",
+                size / bs + 3
+            ),
+            4 => format!("interleaved:size={size}p,bs={bs}p,streams={k}"),
+            5 => format!("shuffled:size={size}p,bs={bs}p,group={},seed={seed}", k * 4),
+            6 => format!("paper:read={bs},seek={k},repeat={}", size / bs + 1),
+            _ => format!("manyfiles:files={k},size={size}p,bs={bs}p"),
+        };
+        let pattern = Pattern::parse(&spec).expect("a valid pattern");
+        let oracle = sim::run(ORACLE, config, pattern.workload())
+            .expect("runs")
+            .faithful;
+        let mut worst: Option<(f64, &str, f64)> = None;
+        for p in POLICIES.iter().map(|p| p.name).filter(|p| *p != ORACLE) {
+            let m = sim::run(p, config, pattern.workload())
+                .expect("runs")
+                .faithful;
+            let x = oracle.modeled_ms / m.modeled_ms;
+            if x > 1.005 && worst.is_none_or(|w| x > w.0) {
+                worst = Some((x, p, m.modeled_ms));
+            }
+        }
+        if let Some((x, p, ms)) = worst {
+            over.push((x, spec, p, ms, oracle.modeled_ms));
+        }
+    }
+    over.sort_by(|a, b| b.0.total_cmp(&a.0));
+    println!(
+        "{} of {count} patterns have a policy more than 0.5% under the oracle (hdd, 10 us/page)",
+        over.len()
+    );
+    for (x, spec, p, ms, oracle) in over.iter().take(10) {
+        println!("{x:.4}  {spec}  {p} {ms:.3} ms, oracle {oracle:.3} ms");
+    }
+}
