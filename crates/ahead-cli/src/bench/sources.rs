@@ -146,7 +146,8 @@ impl Source {
 /// The engine every `ahead:` run of a bench shares, built at its first run and again only if
 /// the settings change. One engine for the whole bench is how an application runs one (built
 /// at start, kept): its cache's memory, faulted in as the first runs fill it, is not faulted in
-/// again by every run (fresh memory costs ~3 s/GiB to touch on this VM). Each run opens the
+/// again by every run (fresh memory costs ~3 s/GiB to touch on this VM): it keeps its memory
+/// when a run drops its pages ([`engine::EngineBuilder::keep_memory`]). Each run opens the
 /// file with its own policy, after the file's pages are dropped from the cache, reads still in
 /// flight from the last run finished, and the device estimate forgotten.
 pub fn shared_engine(settings: &EngineSettings) -> io::Result<Engine> {
@@ -165,7 +166,10 @@ pub fn shared_engine(settings: &EngineSettings) -> io::Result<Engine> {
     // The old one goes first: two budgets at once may not fit in memory. It always logs its
     // requests (each run takes its own: see `Source::request_log`), for the windows picture.
     *shared = None;
-    let mut b = Engine::builder().budget(key.budget).record_requests(true);
+    let mut b = Engine::builder()
+        .budget(key.budget)
+        .record_requests(true)
+        .keep_memory(true);
     if let Some(kb) = key.ra_max_kb {
         b = b.ra_max_kb(kb);
     }

@@ -70,6 +70,7 @@ pub struct EngineBuilder {
     pub(super) leases: bool,
     pub(super) device_estimate: Option<DeviceEstimate>,
     pub(super) pretouch: bool,
+    pub(super) keep_memory: bool,
 }
 
 impl Default for EngineBuilder {
@@ -88,6 +89,7 @@ impl Default for EngineBuilder {
             leases: true,
             device_estimate: None,
             pretouch: false,
+            keep_memory: false,
         }
     }
 }
@@ -187,6 +189,17 @@ impl EngineBuilder {
     /// takes time in proportion to the budget, and the process holds the budget from the start.
     pub fn pretouch(mut self, on: bool) -> Self {
         self.pretouch = on;
+        self
+    }
+
+    /// Keep the cache's memory once touched, even when its pages are dropped (default off).
+    /// By default, when dropped pages (don't-need advice, a file that changed) leave at least
+    /// 16 MiB free at the top of the cache, that memory goes back to the system, so the engine
+    /// holds about what it caches now; reading into it again faults it in afresh. An engine
+    /// that drops and refills its cache over and over (a benchmark's cold runs) can keep it.
+    /// An engine built to [`pretouch`](Self::pretouch) keeps its memory either way.
+    pub fn keep_memory(mut self, on: bool) -> Self {
+        self.keep_memory = on;
         self
     }
 

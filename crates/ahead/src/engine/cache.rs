@@ -30,6 +30,13 @@
 //!   flight are never evicted. The hand's order makes the slots it frees consecutive, so most
 //!   requests get one contiguous buffer. The cache never reads into a new slot while an old
 //!   one is free, so the memory touched is what was cached at its fullest.
+//! * **Giving memory back.** When pages are dropped (don't-need advice, a file that changed),
+//!   the free slots at the top of the arena, above the highest slot in use, are returned to
+//!   the system (`MADV_DONTNEED`) and the frontier comes down to them ([`Cache::trim`]), once
+//!   there are at least [`TRIM_MIN_BYTES`] of them: an engine holds about what it caches now,
+//!   not what it cached at its fullest. The backend first lets go of any hold it has on that
+//!   memory (io_uring: the registered buffers that reach it), keeping a granule of its choosing
+//!   above the slots in use. Free slots below a slot in use stay (nothing moves pages down).
 //!
 //! Lock order: the allocator (the clock) before a shard. Readers take shard locks only, one at
 //! a time, and never the allocator while holding one.
@@ -54,6 +61,9 @@ pub(crate) const SHARDS: usize = 256;
 const GROUP_SHIFT: u32 = 4;
 /// Pages per chunk of a page table: 2^9 = 512.
 const CHUNK_SHIFT: u32 = 9;
+/// The least memory [`Cache::trim`] gives back at once: less is not worth the faults of
+/// using it again.
+pub(crate) const TRIM_MIN_BYTES: usize = 16 << 20;
 
 const PAGE: usize = PAGE_SIZE as usize;
 
@@ -280,6 +290,8 @@ struct Shard {
 pub(crate) struct CacheCounters {
     pub wasted_pages: AtomicU64,
     pub thrashed_pages: AtomicU64,
+    /// Slots whose memory [`Cache::trim`] gave back.
+    pub given_back_pages: AtomicU64,
 }
 
 /// The page cache. See the module comment.
@@ -814,6 +826,51 @@ impl Cache {
             }
         }
         self.slots_freed();
+    }
+
+    /// Give the system back the arena's memory above the highest slot in use (see the module
+    /// comment), keeping `granule` bytes above it and starting on a multiple of `granule`
+    /// (a page at least). `let_go(from)` is called first, with the clock held and no slot at or
+    /// above `from - granule` in use: the backend drops its hold on the arena from `from` on.
+    /// Returns the slots given back.
+    pub fn trim(&self, granule: usize, let_go: impl FnOnce(usize)) -> usize {
+        let min_slots = TRIM_MIN_BYTES / PAGE;
+        if self.free_below_frontier.load(Ordering::Acquire) < min_slots {
+            return 0;
+        }
+        let mut clock = self.clock.lock().unwrap_or_else(|p| p.into_inner());
+        let old = clock.frontier;
+        let mut top = old;
+        // Free slots are counted before they are marked, and only the clock takes them: the
+        // ones seen free here stay free while the clock is held.
+        while top > 0 && self.slot_state[top - 1].load(Ordering::Acquire) == SLOT_FREE {
+            top -= 1;
+        }
+        let granule_slots = granule.div_ceil(PAGE).max(1);
+        let keep = (top.div_ceil(granule_slots) + 1) * granule_slots;
+        if keep >= old || old - keep < min_slots {
+            return 0;
+        }
+        let_go(keep * PAGE);
+        // SAFETY: advice on slots of the arena none of which is in use or handed out while the
+        // clock is held; a reader still copying from one of them (a page dropped under it)
+        // reads zeros and discards the copy when it checks the page's word again.
+        unsafe {
+            libc::madvise(
+                self.arena.base().add(keep * PAGE).cast(),
+                (old - keep) * PAGE,
+                libc::MADV_DONTNEED,
+            );
+        }
+        clock.frontier = keep;
+        clock.hand %= keep;
+        self.frontier.store(keep, Ordering::Release);
+        self.free_below_frontier
+            .fetch_sub(old - keep, Ordering::AcqRel);
+        self.counters
+            .given_back_pages
+            .fetch_add((old - keep) as u64, Ordering::Relaxed);
+        old - keep
     }
 
     /// Slot `s` holds nothing now. Counted before it is marked, so the clock, which takes

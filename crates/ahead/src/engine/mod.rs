@@ -167,6 +167,19 @@ struct EngineParts {
 }
 
 impl EngineParts {
+    /// After pages were dropped: give the system back the cache's free memory at the top of
+    /// its arena, the backend letting go of it first (see `cache.rs`). Not for an engine
+    /// built to pretouch or to keep its memory: it asked to hold it.
+    fn give_back_memory(&self) {
+        if self.config.pretouch || self.config.keep_memory {
+            return;
+        }
+        let backend = &self.backend;
+        self.core.cache.trim(backend.arena_granule(), |from| {
+            backend.let_go_of_arena(from)
+        });
+    }
+
     /// Change the set of open handles with `change` and recompute each one's readahead budget.
     fn share_budget(&self, change: impl FnOnce(&mut policy::BudgetShares)) {
         let mut shares = self.shares.lock().unwrap_or_else(|p| p.into_inner());
@@ -367,6 +380,13 @@ impl Engine {
             resident_pages: inner.core.cache.resident_pages() as u64,
             in_flight_pages: inner.core.cache.in_flight_pages() as u64,
             size_checks: get(&c.size_checks),
+            given_back_bytes: inner
+                .core
+                .cache
+                .counters
+                .given_back_pages
+                .load(Ordering::Relaxed)
+                * PAGE_SIZE,
         }
     }
 

@@ -363,6 +363,7 @@ impl File {
         d.source.current_size(&mut |event| match event {
             source::Event::Changed(why) => {
                 self.engine.core.cache.drop_range(&d.table, 0, d.pages());
+                self.engine.give_back_memory();
                 self.engine.note_fallback(why);
             }
             source::Event::Note(why) => self.engine.note_fallback(why),
@@ -402,6 +403,7 @@ impl File {
                         .core
                         .cache
                         .drop_range(&self.data.table, start, cached_end);
+                    self.engine.give_back_memory();
                 }
                 Hint::DontNeed {
                     start_page: start,

@@ -51,6 +51,8 @@ pub struct Stats {
     /// `fstat` calls made to learn whether a file changed while open: one per read of a file
     /// without a read lease, next to none for a leased one.
     pub size_checks: u64,
+    /// Memory the cache gave back to the system after its pages were dropped, in all.
+    pub given_back_bytes: u64,
 }
 
 impl std::fmt::Display for Stats {
@@ -83,7 +85,12 @@ impl std::fmt::Display for Stats {
             self.avg_request_pages,
             self.io_errors
         )?;
-        write!(f, "  size checks (fstat) {}", self.size_checks)
+        write!(
+            f,
+            "  size checks (fstat) {}, memory given back {} MiB",
+            self.size_checks,
+            self.given_back_bytes >> 20
+        )
     }
 }
 

@@ -139,6 +139,15 @@ pub(crate) trait Backend: Send + Sync {
     fn is_async(&self) -> bool {
         true
     }
+    /// How much of the arena this backend holds past a slot in use, in bytes, and the unit it
+    /// lets go of: the cache keeps that much above the slots in use when it gives memory back.
+    fn arena_granule(&self) -> usize {
+        crate::units::PAGE_SIZE as usize
+    }
+    /// The arena from byte `from` on (no slot at or past `from - arena_granule()` in use) is
+    /// about to be given back to the system: drop any hold on it, so no later read lands in
+    /// memory the arena no longer maps (io_uring: unregister the buffers that reach it).
+    fn let_go_of_arena(&self, _from: usize) {}
 }
 
 /// `preadv(2)` of `op` in full: continue after short transfers until the range is read, the

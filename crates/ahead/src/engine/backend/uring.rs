@@ -118,10 +118,40 @@ impl FixedBuffers {
         }
     }
 
+    /// Unregister every buffer that reaches the arena from byte `from` on (a slab multiple):
+    /// buffer `k` spans slabs `k` and `k + 1`, so from `from / slab - 1`. No read is in flight
+    /// or queued into them (the cache has no slot in use from a slab below `from` on), and the
+    /// next read into one registers it again, pinning the memory it then maps.
+    fn unregister_from(&self, ring: &IoUring, from: usize) {
+        let _one_at_a_time = self.registering.lock().unwrap_or_else(|p| p.into_inner());
+        let first = (from / self.slab).saturating_sub(1);
+        let empty = libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        };
+        for k in first..self.registered.len() {
+            if !self.registered[k].load(Ordering::Acquire) {
+                continue;
+            }
+            // SAFETY: an empty entry clears the table's slot `k`; no read uses it (above).
+            match unsafe {
+                ring.submitter()
+                    .register_buffers_update(k as u32, &[empty], None)
+            } {
+                Ok(()) => self.registered[k].store(false, Ordering::Release),
+                Err(_) => {
+                    // Still pinned: reads would land in memory the arena no longer maps after
+                    // the cache gives it back, so no fixed read from here on.
+                    self.refused.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
     /// The index of the registered buffer holding `[buf, buf + len)`, if it is registered.
     fn index(&self, buf: *mut u8, len: usize) -> Option<u16> {
         let (k, _, _) = self.buffer_for(buf, len)?;
-        if !self.registered[k].load(Ordering::Acquire) {
+        if !self.registered[k].load(Ordering::Acquire) || self.refused.load(Ordering::Relaxed) {
             return None;
         }
         u16::try_from(k).ok()
@@ -442,6 +472,19 @@ impl Backend for UringBackend {
         let mut s = self.shared.submit.lock().unwrap_or_else(|p| p.into_inner());
         let i = s.backlog.iter().position(|op| op.covers(file, page))?;
         s.backlog.remove(i)
+    }
+
+    fn arena_granule(&self) -> usize {
+        self.shared
+            .fixed
+            .as_ref()
+            .map_or(crate::units::PAGE_SIZE as usize, |f| f.slab)
+    }
+
+    fn let_go_of_arena(&self, from: usize) {
+        if let Some(f) = &self.shared.fixed {
+            f.unregister_from(&self.shared.ring, from);
+        }
     }
 }
 
