@@ -8,6 +8,10 @@ use ahead::pattern::Pattern;
 use ahead::policy::{ORACLE, POLICIES};
 use ahead::sim::{self, SimConfig};
 
+#[path = "../tests/common/small_patterns.rs"]
+mod small_patterns;
+use small_patterns::{small_pattern, KINDS};
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let count: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(5000);
@@ -30,20 +34,7 @@ fn main() {
     let mut over = Vec::new();
     for _ in 0..count {
         let (size, bs, k, seed) = (1 + next() % 399, 1 + next() % 39, 1 + next() % 5, next());
-        let bs = bs.min(size);
-        let spec = match next() % 8 {
-            0 => format!("seq:size={size}p,bs={bs}p"),
-            1 => format!("reverse:size={size}p,bs={bs}p"),
-            2 => format!("stride:size={size}p,bs={bs}p,stride={}p", bs * (k + 1)),
-            3 => format!(
-                "random:size={size}p,bs={bs}p,count={},seed={seed}",
-                size / bs + 3
-            ),
-            4 => format!("interleaved:size={size}p,bs={bs}p,streams={k}"),
-            5 => format!("shuffled:size={size}p,bs={bs}p,group={},seed={seed}", k * 4),
-            6 => format!("paper:read={bs},seek={k},repeat={}", size / bs + 1),
-            _ => format!("manyfiles:files={k},size={size}p,bs={bs}p"),
-        };
+        let spec = small_pattern((next() % KINDS as u64) as usize, size, bs, k, seed);
         let pattern = Pattern::parse(&spec).expect("a valid pattern");
         let oracle = sim::run(ORACLE, config, pattern.workload())
             .expect("runs")

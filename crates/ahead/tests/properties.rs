@@ -8,25 +8,15 @@ use ahead::sim::{self, SimConfig, Simulator};
 use ahead::workload::Event;
 use proptest::prelude::*;
 
+#[path = "common/small_patterns.rs"]
+mod small_patterns;
+
 fn spec() -> impl Strategy<Value = String> {
     let size = 1u64..400; // pages
     let bs = 1u64..40; // pages
-    (0usize..8, size, bs, 1u64..6, any::<u64>()).prop_map(|(kind, size, bs, k, seed)| {
-        let bs = bs.min(size);
-        match kind {
-            0 => format!("seq:size={size}p,bs={bs}p"),
-            1 => format!("reverse:size={size}p,bs={bs}p"),
-            2 => format!("stride:size={size}p,bs={bs}p,stride={}p", bs * (k + 1)),
-            3 => format!(
-                "random:size={size}p,bs={bs}p,count={},seed={seed}",
-                size / bs + 3
-            ),
-            4 => format!("interleaved:size={size}p,bs={bs}p,streams={k}"),
-            5 => format!("shuffled:size={size}p,bs={bs}p,group={},seed={seed}", k * 4),
-            6 => format!("paper:read={bs},seek={k},repeat={}", size / bs + 1),
-            _ => format!("manyfiles:files={k},size={size}p,bs={bs}p"),
-        }
-    })
+    (0..small_patterns::KINDS, size, bs, 1u64..6, any::<u64>()).prop_map(
+        |(kind, size, bs, k, seed)| small_patterns::small_pattern(kind, size, bs, k, seed),
+    )
 }
 
 /// Sub-page reads too: arbitrary byte offsets and lengths on one file.

@@ -23,14 +23,12 @@ mod xarray;
 pub use device::DeviceModel;
 pub use metrics::{time_ratio, FileReport, Metrics, RunReport};
 
+use std::collections::BTreeSet;
+
 use context::Ctx;
 use metrics::Counters;
 
 use crate::policy::oracle::{Need, Oracle, OracleSettings, Ramp, Taper};
-use std::collections::BTreeSet;
-
-/// Rounds of cutting the oracle's best plan where its reads waited (see `run_workload`).
-const ORACLE_CUT_ROUNDS: usize = 8;
 use crate::policy::{
     self, AppRead, Hint, IoKind, IoRequest, Policy, PolicyConfig, RaContext, Window, ORACLE,
 };
@@ -38,6 +36,9 @@ use crate::units::{Bytes, PAGE_SIZE};
 use crate::workload::{Event, Workload};
 use cache::PageCache;
 use device::Device;
+
+/// Rounds of cutting the oracle's best plan where its reads waited (see `run_workload`).
+const ORACLE_CUT_ROUNDS: usize = 8;
 
 /// Settings of one simulation.
 #[derive(Clone, Copy, Debug)]
@@ -106,10 +107,20 @@ pub struct Simulator {
     windows: Option<Vec<FileWindow>>,
     /// The oracle's plan, when the policy is the oracle (it issues for every handle at once).
     oracle: Option<Oracle>,
-    /// Under the oracle's plan: each read that waited for a page in flight, as (file, the
-    /// read's end page, the last page it waited for, the wait in ns), for the plan's
-    /// refinement (see [`Simulator::run_workload`]).
-    oracle_waits: Vec<(u32, u64, u64, u64)>,
+    /// Under the oracle's plan, where the reader computes: each read that waited for a page in
+    /// flight, for the plan's refinement (see [`Simulator::run_workload`]).
+    oracle_waits: Vec<ReadWait>,
+}
+
+/// A read that waited for pages in flight.
+#[derive(Clone, Copy)]
+struct ReadWait {
+    file: u32,
+    /// One past the read's last page.
+    read_end: u64,
+    /// The last page it waited for.
+    waited_page: u64,
+    wait_ns: u64,
 }
 
 /// What each handle runs under the oracle: nothing of its own (the plan issues for all).
@@ -315,7 +326,8 @@ impl Simulator {
             self.oracle = Some(oracle);
         }
         let congested = self.device.congested(self.now_ns);
-        let planned = self.oracle.is_some();
+        // The oracle's plans are cut where reads waited only where the reader computes.
+        let note_wait = self.oracle.is_some() && self.config.compute_ns_per_page > 0;
 
         let (start_ns, seq, compute_ns) = (self.now_ns, self.seq, self.config.compute_ns_per_page);
         let (open, mut ctx) = self.policy_and_ctx(handle, file);
@@ -370,8 +382,13 @@ impl Simulator {
         fc.used_pages += c.used_pages;
         fc.stall_ns += c.stall_ns;
         fc.last_ns = now;
-        if planned && c.stall_ns > 0 {
-            self.oracle_waits.push((file, last, waited, c.stall_ns));
+        if note_wait && c.stall_ns > 0 {
+            self.oracle_waits.push(ReadWait {
+                file,
+                read_end: last,
+                waited_page: waited,
+                wait_ns: c.stall_ns,
+            });
         }
         self.now_ns = now;
         self.deliver_thrash();
@@ -510,12 +527,13 @@ impl Simulator {
     ) -> Result<Simulator, String> {
         for _ in 0..ORACLE_CUT_ROUNDS {
             let waits = std::mem::take(&mut sim.oracle_waits);
-            let longest = waits.iter().max_by_key(|w| w.3);
+            let longest = waits.iter().max_by_key(|w| w.wait_ns);
             // Where the reads that waited end; and the middles of the requests they waited for.
-            let ends: BTreeSet<(u32, u64)> = waits.iter().map(|w| (w.0, w.1)).collect();
-            let halves = plan.middles_of(waits.iter().map(|w| (w.0, w.2)));
-            let longest_end = longest.map(|w| (w.0, w.1));
-            let longest_half = plan.middles_of(longest.map(|w| (w.0, w.2)).into_iter());
+            let ends: BTreeSet<(u32, u64)> = waits.iter().map(|w| (w.file, w.read_end)).collect();
+            let halves = plan.middles_of(waits.iter().map(|w| (w.file, w.waited_page)));
+            let longest_end = longest.map(|w| (w.file, w.read_end));
+            let longest_half =
+                plan.middles_of(longest.map(|w| (w.file, w.waited_page)).into_iter());
             let candidates = [
                 ends,
                 longest_end.into_iter().collect(),
