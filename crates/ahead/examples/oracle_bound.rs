@@ -2,7 +2,8 @@
 //! patterns of the property test's kinds, on a disk with a reader that computes (the one case
 //! `no_policy_beats_the_oracle` holds to 2% instead of 0.5%).
 //!
-//! `cargo run --release -p ahead --example oracle_bound -- [PATTERNS] [SEED]`
+//! `cargo run --release -p ahead --example oracle_bound -- [PATTERNS] [SEED] [DEVICE] [US_PER_PAGE]`
+//! (defaults: 5000 patterns, seed 12345, hdd, 10 us per page).
 
 use ahead::pattern::Pattern;
 use ahead::policy::{ORACLE, POLICIES};
@@ -26,9 +27,18 @@ fn main() {
         state ^= state << 17;
         state
     };
+    let device = args.next().unwrap_or_else(|| "hdd".into());
+    let device = match ahead::DeviceModel::preset(&device) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    let us_per_page: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(10);
     let config = SimConfig {
-        device: ahead::DeviceModel::HDD,
-        compute_ns_per_page: 10_000,
+        device,
+        compute_ns_per_page: us_per_page * 1000,
         ..SimConfig::default()
     };
     let mut over = Vec::new();
@@ -55,8 +65,9 @@ fn main() {
     }
     over.sort_by(|a, b| b.0.total_cmp(&a.0));
     println!(
-        "{} of {count} patterns have a policy more than 0.5% under the oracle (hdd, 10 us/page)",
-        over.len()
+        "{} of {count} patterns have a policy more than 0.5% under the oracle ({}, {us_per_page} us/page)",
+        over.len(),
+        device.name
     );
     for (x, spec, p, ms, oracle) in over.iter().take(10) {
         println!("{x:.4}  {spec}  {p} {ms:.3} ms, oracle {oracle:.3} ms");

@@ -29,6 +29,80 @@ fn byte_reads() -> impl Strategy<Value = (u64, Vec<(u64, u64)>)> {
     })
 }
 
+/// The reader's time per page the oracle bound is checked with, in microseconds.
+const COMPUTE_US: [u64; 4] = [0, 1, 10, 100];
+
+/// How far below the oracle a policy may come: 0.5%, but on a disk (hdd) with a reader that
+/// computes 10 us or more per page, where the best cut of requests into seeks and the reader's
+/// work is not always among the oracle's plans and their cuts: 2% at 10 us (up to 1.1%, in
+/// 12-14 of 20,000 patterns) and 5% at 100 us (up to 4.1%, in 273 of 20,000):
+/// `examples/oracle_bound.rs`, BENCHMARKS.md.
+fn oracle_bar(device: ahead::DeviceModel, compute_us: u64) -> f64 {
+    match (device.name, compute_us) {
+        ("hdd", 100..) => 1.05,
+        ("hdd", 10..) => 1.02,
+        _ => 1.005,
+    }
+}
+
+/// Whether every policy's modelled time on `spec` is at least the oracle's, within the bar.
+fn oracle_holds(
+    spec: &str,
+    device: ahead::DeviceModel,
+    compute_us: u64,
+    bar: f64,
+) -> Result<(), String> {
+    let config = SimConfig {
+        device,
+        compute_ns_per_page: compute_us * 1000,
+        ..SimConfig::default()
+    };
+    let pattern = Pattern::parse(spec).map_err(|e| e.to_string())?;
+    let oracle = sim::run(ahead::policy::ORACLE, config, pattern.workload())?.faithful;
+    for policy in POLICIES
+        .iter()
+        .map(|p| p.name)
+        .filter(|p| *p != ahead::policy::ORACLE)
+    {
+        let m = sim::run(policy, config, pattern.workload())?.faithful;
+        if oracle.modeled_ms > m.modeled_ms * bar {
+            return Err(format!(
+                "{policy} beats the oracle on {spec} ({}, {compute_us} us/page): {:.4} ms against {:.4}",
+                device.name, m.modeled_ms, oracle.modeled_ms
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Patterns where a policy once came in under the oracle by more than the bar now held,
+/// and what the oracle was missing.
+#[test]
+fn the_oracle_holds_where_it_was_beaten() {
+    use ahead::DeviceModel as D;
+    for (spec, device, compute_us, bar) in [
+        // One request cut at the first read's end (fixed's plan): the taper's three pieces
+        // could only be cut further (found by CI).
+        ("interleaved:size=2p,bs=2p,streams=2", D::NVME, 10, 1.005),
+        // One read: a last piece as long as the reader's work on the rest takes the device.
+        (
+            "shuffled:size=20p,bs=20p,group=16,seed=11480082295994898418",
+            D::NVME,
+            1,
+            1.005,
+        ),
+        // Five files in turn, device-bound: the largest requests in the order they are needed.
+        ("manyfiles:files=5,size=336p,bs=34p", D::NVME, 1, 1.005),
+        // A slow reader of five files on a disk: each file's first piece before any file's
+        // rest (4.8% under the oracle before; held to 2% here, 5% in general).
+        ("manyfiles:files=5,size=399p,bs=2p", D::HDD, 100, 1.02),
+    ] {
+        if let Err(e) = oracle_holds(spec, device, compute_us, bar) {
+            panic!("{e}");
+        }
+    }
+}
+
 fn unique_pages(pattern: &Pattern) -> u64 {
     let w = pattern.workload();
     let sizes: Vec<u64> = w.files.iter().map(|f| f.size.pages_ceil()).collect();
@@ -87,29 +161,15 @@ proptest! {
         prop_assert_eq!(r.files.iter().map(|f| f.metrics.pages_read).sum::<u64>(), m.pages_read);
     }
 
-    /// The oracle is a lower bound: on any pattern, any device, with a reader that computes or
-    /// not, no policy's modelled time is below the oracle's by more than 0.5%. One exception,
-    /// held to its own bar: a disk (hdd) with a computing reader, on patterns of a few hundred
-    /// pages, where the best cut of requests into seeks and the reader's tail is not always
-    /// among the oracle's plans and their cuts (up to 1.5%, in about 1 of 500 such patterns:
-    /// `examples/oracle_bound.rs`, BENCHMARKS.md): 2% there.
+    /// The oracle is a lower bound: on any pattern, any device, with a reader that computes
+    /// 0, 1, 10 or 100 us per page, no policy's modelled time is below the oracle's by more
+    /// than [`oracle_bar`] allows.
     #[test]
-    fn no_policy_beats_the_oracle(spec in spec(), device in 0..3usize, compute in prop::bool::ANY) {
-        let config = SimConfig {
-            device: ahead::DeviceModel::PRESETS[device],
-            compute_ns_per_page: if compute { 10_000 } else { 0 },
-            ..SimConfig::default()
-        };
-        let bar = if device == 1 && compute { 1.02 } else { 1.005 };
-        let pattern = Pattern::parse(&spec).unwrap();
-        let oracle = sim::run(ahead::policy::ORACLE, config, pattern.workload()).unwrap().faithful;
-        for policy in POLICIES.iter().map(|p| p.name).filter(|p| *p != ahead::policy::ORACLE) {
-            let m = sim::run(policy, config, pattern.workload()).unwrap().faithful;
-            prop_assert!(
-                oracle.modeled_ms <= m.modeled_ms * bar,
-                "{} beats the oracle on {} ({}, compute {}): {:.4} ms against {:.4}",
-                policy, spec, config.device.name, compute, m.modeled_ms, oracle.modeled_ms
-            );
+    fn no_policy_beats_the_oracle(spec in spec(), device in 0..3usize, compute in 0..COMPUTE_US.len()) {
+        let device = ahead::DeviceModel::PRESETS[device];
+        let compute_us = COMPUTE_US[compute];
+        if let Err(e) = oracle_holds(&spec, device, compute_us, oracle_bar(device, compute_us)) {
+            return Err(TestCaseError::fail(e));
         }
     }
 

@@ -175,7 +175,7 @@ impl EngineBuilder {
     /// `lease-break-time` if this process cannot run its signal handler (stopped in a
     /// debugger). A writer that opens with `O_NONBLOCK` (coreutils' `truncate` does) cannot
     /// wait, and is refused once with `EAGAIN`; its next attempt succeeds. See
-    /// [`os::lease_signal`] for the signal it takes.
+    /// [`crate::os::lease_signal`] for the signal it takes.
     pub fn leases(mut self, on: bool) -> Self {
         self.leases = on;
         self

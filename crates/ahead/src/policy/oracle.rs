@@ -24,8 +24,10 @@
 //! its file ([`Ramp::Stream`]), so the reader starts on small requests while larger ones
 //! follow, or none at all ([`Ramp::Full`], where every request costs a seek); a read longer
 //! than its limit is split. Where everything fits, the sweeps read every
-//! page any read needs in file order with no ramp, in the largest requests or a request per
-//! read ([`Ramp::Sweep`], [`Ramp::SweepReads`]), all at the first read, as an elevator does.
+//! page any read needs with no ramp, all at the first read: in file order, as an elevator does,
+//! in the largest requests or a request per read ([`Ramp::Sweep`], [`Ramp::SweepReads`]), or
+//! the largest requests in the order the reads need them ([`Ramp::SweepByNeed`]: where seeks
+//! cost nothing, no request then waits behind pages needed later).
 //! Where the reader computes on its pages, the request holding the last page of the last read
 //! is cut into a shrinking tail, so the reader waits at the end for one page,
 //! not a whole request.
@@ -44,13 +46,16 @@
 //! through ([`Oracle::chosen_gap_pages`]).
 //!
 //! **Cut where the reader waited.** Where the reader computes on its pages, the simulator
-//! then replays the two fastest kinds of plan with their requests cut ([`Oracle::cut_at`]):
-//! where each read that waited for its pages ends, or in the middle of the request it waited
-//! for (every such cut at once, or only the longest wait's), keeping the fastest while it gains,
-//! a few rounds. A request cut where a read ends lets that read go on while the rest of the
-//! request arrives; on a disk the rest continues without a seek, at one request's cost. Which
-//! cuts pay depends on how the reader's work interleaves with the device's, which the replay
-//! knows and a rule would guess.
+//! then replays the two fastest kinds of plan, and the largest requests without the taper,
+//! with their requests cut ([`Oracle::cut_at`]): where each read that waited for its pages
+//! ends, or inside the request it waited for, in its middle or where the reader's work on the
+//! first piece takes as long as the device's on the rest (every such cut at once, or only the
+//! longest wait's); some cuts also with the pieces put in the order their pages are needed
+//! ([`Oracle::order_by_need`]), so a file's rest waits behind other files' first pieces. It
+//! keeps the fastest while it gains, a few rounds. A request cut where a read ends lets that
+//! read go on while the rest of the request arrives; on a disk the rest continues without a
+//! seek, at one request's cost. Which cuts pay depends on how the reader's work interleaves
+//! with the device's, which the replay knows and a rule would guess.
 //!
 //! Random reads show the limit of every real policy: the oracle knows where they go, nothing
 //! causal does, so `vs_oracle` is not a bound a causal policy can approach there.
@@ -133,16 +138,21 @@ pub enum Ramp {
     /// As `Sweep`, but a request per read (reads that overlap share one; gaps worth reading
     /// go with the read before): each read's pages arrive as soon as the sweep passes them.
     SweepReads,
+    /// As `Sweep`, but its largest requests go in the order of the first read that needs
+    /// each (best where seeks cost nothing and the device serves requests in turn: every
+    /// request is as large as a command may be, and none waits behind pages needed later).
+    SweepByNeed,
 }
 
 impl Ramp {
     /// Every ramp, in the order the simulator tries them.
-    pub const ALL: [Ramp; 5] = [
+    pub const ALL: [Ramp; 6] = [
         Ramp::Workload,
         Ramp::Stream,
         Ramp::Full,
         Ramp::Sweep,
         Ramp::SweepReads,
+        Ramp::SweepByNeed,
     ];
 
     /// The plans the simulator plays, as (ramp, reach): every ramp; those that issue in
@@ -214,8 +224,9 @@ impl Oracle {
         // evicted, reading through gaps that later reads need; keep that plan if what it reads
         // still fits.
         if distinct_pages(needs) <= settings.cache_pages {
-            if let Some(plan) = matches!(settings.ramp, Ramp::Sweep | Ramp::SweepReads)
-                .then(|| sweep(needs, settings, settings.ramp == Ramp::SweepReads))
+            if let Some(plan) =
+                matches!(settings.ramp, Ramp::Sweep | Ramp::SweepReads | Ramp::SweepByNeed)
+                    .then(|| sweep(needs, settings, settings.ramp))
                 .flatten()
             {
                 return plan;
@@ -344,15 +355,49 @@ impl Oracle {
         any
     }
 
-    /// The middle pages of the requests holding `pages` (file, page), of those with more than
-    /// one page.
-    pub fn middles_of(&self, pages: impl Iterator<Item = (u32, u64)>) -> BTreeSet<(u32, u64)> {
+    /// Put the requests in the order of the first of `needs` (the reads the plan was made
+    /// for) that uses any of their pages, keeping when each is issued: a piece cut off a
+    /// request then waits behind the requests that reads before its own need, instead of
+    /// holding them up. Only before the plan is played.
+    pub fn order_by_need(&mut self, needs: &[Need]) {
+        debug_assert_eq!(self.next_run, 0, "reordered before the plan is played");
+        let at: BTreeMap<(u32, u64), usize> = self
+            .runs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| ((r.file, r.start), i))
+            .collect();
+        let mut first_use = vec![usize::MAX; self.runs.len()];
+        for (k, n) in needs.iter().enumerate() {
+            let from = at
+                .range(..=(n.file, n.first))
+                .next_back()
+                .map_or((n.file, 0), |(&key, _)| key);
+            for (_, &i) in at.range(from..(n.file, n.end)) {
+                if self.runs[i].file == n.file && self.runs[i].end > n.first {
+                    first_use[i] = first_use[i].min(k);
+                }
+            }
+        }
+        let mut order: Vec<usize> = (0..self.runs.len()).collect();
+        order.sort_by_key(|&i| first_use[i]);
+        self.runs = order.into_iter().map(|i| self.runs[i]).collect();
+    }
+
+    /// Where to cut the requests holding `pages` (file, page), of those with more than one
+    /// page: `head(pages)` of a request's pages go in its first piece.
+    pub fn cuts_within(
+        &self,
+        pages: impl Iterator<Item = (u32, u64)>,
+        head: impl Fn(u64) -> u64,
+    ) -> BTreeSet<(u32, u64)> {
         let by_start: BTreeMap<(u32, u64), u64> =
             self.runs.iter().map(|r| ((r.file, r.start), r.end)).collect();
         pages
             .filter_map(|(f, p)| {
                 let (&(_, start), &end) = by_start.range((f, 0)..=(f, p)).next_back()?;
-                (p < end && end - start > 1).then_some((f, start + (end - start) / 2))
+                let n = end - start;
+                (p < end && n > 1).then(|| (f, start + head(n).clamp(1, n - 1)))
             })
             .collect()
     }
@@ -405,7 +450,8 @@ impl Oracle {
 /// The [`Ramp::Sweep`] plan where everything fits: the pages the reads touch, in file order
 /// (files in the order of their first read), gaps worth reading through read, in the largest
 /// requests, all due at the first read.
-fn sweep(needs: &[Need], s: OracleSettings, by_read: bool) -> Option<Oracle> {
+fn sweep(needs: &[Need], s: OracleSettings, ramp: Ramp) -> Option<Oracle> {
+    let by_read = ramp == Ramp::SweepReads;
     let mut first_read: HashMap<u32, usize> = HashMap::new();
     for (k, n) in needs.iter().enumerate() {
         first_read.entry(n.file).or_insert(k);
@@ -469,6 +515,23 @@ fn sweep(needs: &[Need], s: OracleSettings, by_read: bool) -> Option<Oracle> {
             });
             at = end;
         }
+    }
+    if ramp == Ramp::SweepByNeed {
+        // Each request goes where the first read that needs any of its pages comes.
+        let mut first_need = vec![usize::MAX; cut.len()];
+        let at: BTreeMap<(u32, u64), usize> =
+            cut.iter().enumerate().map(|(i, r)| ((r.file, r.start), i)).collect();
+        for (k, n) in needs.iter().enumerate() {
+            let from = at.range(..=(n.file, n.first)).next_back().map_or((n.file, 0), |(&key, _)| key);
+            for (_, &i) in at.range(from..(n.file, n.end)) {
+                if cut[i].file == n.file && cut[i].end > n.first {
+                    first_need[i] = first_need[i].min(k);
+                }
+            }
+        }
+        let mut order: Vec<usize> = (0..cut.len()).collect();
+        order.sort_by_key(|&i| first_need[i]);
+        cut = order.into_iter().map(|i| cut[i]).collect();
     }
     Some(Oracle {
         runs: cut,

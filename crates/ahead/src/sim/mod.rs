@@ -462,7 +462,7 @@ impl Simulator {
         }
         // The fastest plan that wastes only the gaps it chose (a plan whose reach let pages
         // age out before their read is not kept, however fast).
-        let mut played: Vec<(bool, Ramp, Simulator, Oracle)> = Vec::new();
+        let mut played: Vec<(bool, (Ramp, u64), Simulator, Oracle)> = Vec::new();
         for (ramp, reach) in plans {
             let mut sim = if fresh {
                 self.fresh_oracle_run()?
@@ -470,10 +470,10 @@ impl Simulator {
                 std::mem::replace(self, Simulator::new(ORACLE, self.config)?)
             };
             let ids = sim.add_files(&workload.files);
-            let plan = sim.oracle_for(&events, &ids, ramp, reach);
+            let plan = sim.oracle_for(&events, &ids, ramp, reach, true);
             sim.replay(Box::new(events.iter().copied()), &ids, Some(plan.clone()))?;
             let clean = sim.report().faithful.wasted_pages <= sim.oracle_gap_pages();
-            played.push((clean, ramp, sim, plan));
+            played.push((clean, (ramp, reach), sim, plan));
         }
         // Clean plans first, then the fastest (stable: the first plan wins a tie).
         played.sort_by(|a, b| {
@@ -485,12 +485,24 @@ impl Simulator {
         // ends: that read goes on with its pages while the rest arrive, and on a disk the
         // rest costs no seek. Which cuts pay (each is one more request) the plan's own replay
         // tells. The two fastest kinds of plan are cut (the finest is not always the one that
-        // cuts best), and the fastest result kept.
+        // cuts best), and the fastest result kept. So is the plan of the largest requests
+        // (`Full`) without the tail taper: the taper's cuts are a rule's guess, and the
+        // replay's own cuts, which may do better, cannot undo them.
         let refine = fresh && self.config.compute_ns_per_page > 0;
         let mut best: Option<Simulator> = None;
         let mut ramps_cut = Vec::new();
         let any_clean = played.first().is_some_and(|p| p.0);
-        for (clean, ramp, sim, plan) in played {
+        let fastest_reach = played.first().map(|p| p.1 .1);
+        let mut keep_if_faster = |sim: Simulator| {
+            let ms = sim.report().faithful.modeled_ms;
+            if best
+                .as_ref()
+                .is_none_or(|b| ms < b.report().faithful.modeled_ms)
+            {
+                best = Some(sim);
+            }
+        };
+        for (clean, (ramp, _), sim, plan) in played {
             if clean != any_clean {
                 break;
             }
@@ -500,15 +512,18 @@ impl Simulator {
             } else {
                 sim
             };
-            let ms = sim.report().faithful.modeled_ms;
-            if best
-                .as_ref()
-                .is_none_or(|b| ms < b.report().faithful.modeled_ms)
-            {
-                best = Some(sim);
-            }
+            keep_if_faster(sim);
             if !refine {
                 break;
+            }
+        }
+        if let (true, true, Some(reach)) = (refine, any_clean, fastest_reach) {
+            let mut sim = self.fresh_oracle_run()?;
+            let ids = sim.add_files(&workload.files);
+            let plan = sim.oracle_for(&events, &ids, Ramp::Full, reach, false);
+            sim.replay(Box::new(events.iter().copied()), &ids, Some(plan.clone()))?;
+            if sim.report().faithful.wasted_pages <= sim.oracle_gap_pages() {
+                keep_if_faster(self.cut_where_reads_waited(sim, plan, &events, &workload.files)?);
             }
         }
         *self = best.expect("at least one plan");
@@ -525,26 +540,51 @@ impl Simulator {
         events: &[Event],
         files: &[crate::workload::FileSpec],
     ) -> Result<Simulator, String> {
+        let taper = self.taper();
+        let needs = &{
+            let mut probe = self.fresh_oracle_run()?;
+            let ids = probe.add_files(files);
+            probe.needs_of(events, &ids)
+        };
         for _ in 0..ORACLE_CUT_ROUNDS {
             let waits = std::mem::take(&mut sim.oracle_waits);
             let longest = waits.iter().max_by_key(|w| w.wait_ns);
-            // Where the reads that waited end; and the middles of the requests they waited for.
-            let ends: BTreeSet<(u32, u64)> = waits.iter().map(|w| (w.file, w.read_end)).collect();
-            let halves = plan.middles_of(waits.iter().map(|w| (w.file, w.waited_page)));
-            let longest_end = longest.map(|w| (w.file, w.read_end));
-            let longest_half =
-                plan.middles_of(longest.map(|w| (w.file, w.waited_page)).into_iter());
+            let waited = || waits.iter().map(|w| (w.file, w.waited_page));
+            let longest_waited = || longest.map(|w| (w.file, w.waited_page)).into_iter();
+            // Cuts where the reads that waited end; in the middles of the requests they waited
+            // for; where the reader's work on a request's first piece covers the device's on
+            // the rest (a piece of n pages takes per_request + n * page of the device's time).
+            let half = |n: u64| n / 2;
+            let balanced = |n: u64| {
+                (taper.request_ns + n * taper.page_ns).div_ceil(taper.compute_ns + taper.page_ns)
+            };
+            // Each cut where it stands in the queue, and some also with the pieces put in
+            // the order their pages are needed.
+            let ends: BTreeSet<_> = waits.iter().map(|w| (w.file, w.read_end)).collect();
+            let longest_end: BTreeSet<_> =
+                longest.map(|w| (w.file, w.read_end)).into_iter().collect();
+            let balanced_all = plan.cuts_within(waited(), balanced);
+            let balanced_longest = plan.cuts_within(longest_waited(), balanced);
             let candidates = [
-                ends,
-                longest_end.into_iter().collect(),
-                halves,
-                longest_half,
+                (ends.clone(), false),
+                (longest_end.clone(), false),
+                (plan.cuts_within(waited(), half), false),
+                (plan.cuts_within(longest_waited(), half), false),
+                (balanced_all.clone(), false),
+                (balanced_longest.clone(), false),
+                (ends, true),
+                (longest_end, true),
+                (balanced_all, true),
+                (balanced_longest, true),
             ];
             let mut best: Option<(Simulator, Oracle)> = None;
-            for cuts in candidates {
+            for (cuts, by_need) in candidates {
                 let mut cut = plan.clone();
                 if !cut.cut_at(&cuts) {
                     continue;
+                }
+                if by_need {
+                    cut.order_by_need(needs);
                 }
                 let mut again = self.fresh_oracle_run()?;
                 let ids = again.add_files(files);
@@ -561,6 +601,15 @@ impl Simulator {
             }
         }
         Ok(sim)
+    }
+
+    /// The reader's and the device's costs, for cutting the oracle's requests.
+    fn taper(&self) -> Taper {
+        Taper {
+            compute_ns: self.config.compute_ns_per_page,
+            request_ns: (self.config.device.per_request_us * 1000.0) as u64,
+            page_ns: (self.config.device.page_us() * 1000.0).ceil() as u64,
+        }
     }
 
     /// A new simulator for one of the oracle's plans, recording windows if this one does.
@@ -613,7 +662,34 @@ impl Simulator {
     /// The oracle's plan for `events`: every read they make (clipped at EOF as [`Self::read`]
     /// clips it), with the readahead budget the real policies share (half the cache), the
     /// device's largest I/O, and the gaps this device reads through more cheaply than it skips.
-    fn oracle_for(&self, events: &[Event], ids: &[u32], ramp: Ramp, reach: u64) -> Oracle {
+    fn oracle_for(
+        &self,
+        events: &[Event],
+        ids: &[u32],
+        ramp: Ramp,
+        reach: u64,
+        tapered: bool,
+    ) -> Oracle {
+        let needs = self.needs_of(events, ids);
+        // It holds ahead the readahead budget the policies share (half the cache).
+        let budget = policy::readahead_budget(self.cache.capacity() as u64, 1);
+        Oracle::plan(
+            &needs,
+            OracleSettings {
+                cache_pages: self.cache.capacity() as u64,
+                budget_pages: budget,
+                reach_pages: reach,
+                io_max_pages: self.config.policy.io_max_pages.max(1),
+                gap_pages: self.config.device.gap_worth_reading(),
+                seek_pages: (self.config.device.seek_us / self.config.device.page_us()) as u64,
+                ramp,
+                taper: (tapered && self.config.compute_ns_per_page > 0).then(|| self.taper()),
+            },
+        )
+    }
+
+    /// The reads `events` make on files `ids`, in order, as the oracle is told of them.
+    fn needs_of(&self, events: &[Event], ids: &[u32]) -> Vec<Need> {
         let mut needs = Vec::new();
         let mut handles: Vec<Option<u32>> = Vec::new(); // handle -> file id
         for event in events {
@@ -654,25 +730,7 @@ impl Simulator {
                 Event::Hint { .. } => {}
             }
         }
-        // It holds ahead the readahead budget the policies share (half the cache).
-        let budget = policy::readahead_budget(self.cache.capacity() as u64, 1);
-        Oracle::plan(
-            &needs,
-            OracleSettings {
-                cache_pages: self.cache.capacity() as u64,
-                budget_pages: budget,
-                reach_pages: reach,
-                io_max_pages: self.config.policy.io_max_pages.max(1),
-                gap_pages: self.config.device.gap_worth_reading(),
-                seek_pages: (self.config.device.seek_us / self.config.device.page_us()) as u64,
-                ramp,
-                taper: (self.config.compute_ns_per_page > 0).then(|| Taper {
-                    compute_ns: self.config.compute_ns_per_page,
-                    request_ns: (self.config.device.per_request_us * 1000.0) as u64,
-                    page_ns: (self.config.device.page_us() * 1000.0).ceil() as u64,
-                }),
-            },
-        )
+        needs
     }
 
     /// Pages the oracle read through gaps by choice (0 for other policies): the only pages

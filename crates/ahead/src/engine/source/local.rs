@@ -154,7 +154,7 @@ fn sizeless_why(kind: libc::mode_t, size: i64, fs: Option<i64>) -> Option<&'stat
 }
 
 /// Why `path` has no size to read ahead in (a device, a FIFO, a socket, a procfs or sysfs
-/// file), which [`super::Engine::open`] refuses with `ErrorKind::Unsupported`; `None` for a
+/// file), which [`crate::engine::Engine::open`] refuses with `ErrorKind::Unsupported`; `None` for a
 /// file it reads (or a directory, which it refuses as `EISDIR`). From `stat` and `statfs`: the
 /// file is not opened, so a FIFO's writer is neither waited for nor robbed of its data. A
 /// caller like `cat` reads such a file plainly instead.

@@ -335,7 +335,9 @@ impl<'a> Planner<'a> {
                 let (start, unneeded) = self.continue_from(k, f, x).unwrap_or((x, 0));
                 let i = self.runs.len();
                 let grown = match self.ramp {
-                    Ramp::Workload | Ramp::Sweep | Ramp::SweepReads => self.inserted,
+                    Ramp::Workload | Ramp::Sweep | Ramp::SweepReads | Ramp::SweepByNeed => {
+                        self.inserted
+                    }
                     Ramp::Full => u64::MAX,
                     Ramp::Stream => 2 * self.cached_before(f, start).max(1),
                 };
