@@ -26,5 +26,5 @@ pub mod workload;
 pub use engine::{Advice, BackendChoice, Engine, File, RequestRecord, Stats};
 pub use policy::{AppRead, Hint, IoKind, IoRequest, Policy, PolicyConfig, RaContext};
 pub use sim::{DeviceModel, Metrics, RunReport, SimConfig, Simulator};
-pub use units::{Bytes, PAGE_SIZE};
+pub use units::{Bytes, PageRange, PAGE_SIZE};
 pub use workload::{Event, FileSpec, Workload};

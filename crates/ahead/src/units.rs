@@ -1,7 +1,9 @@
 //! Units: the classic readahead bug is mixing pages and bytes, so bytes get a type of their own.
 //!
 //! Page indices and page counts are plain `u64` named `*_page` / `pages`; byte offsets and lengths
-//! are [`Bytes`], and the only way from one to the other is through the methods here.
+//! are [`Bytes`], and the only way from one to the other is through the methods here. A range of
+//! pages that travels between functions is a [`PageRange`], `[first, end)`, never a bare pair
+//! whose second number might be an end or a length.
 
 use std::fmt;
 
@@ -17,6 +19,45 @@ pub struct Bytes(pub u64);
 /// and the `-kb` options, become page counts.
 pub fn kib_to_pages(kib: u64) -> u64 {
     kib.saturating_mul(1024) / PAGE_SIZE
+}
+
+/// Pages `[first, end)`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct PageRange {
+    /// First page of the range.
+    pub first: u64,
+    /// One past its last page.
+    pub end: u64,
+}
+
+impl PageRange {
+    /// Pages `[first, end)`.
+    pub const fn new(first: u64, end: u64) -> PageRange {
+        PageRange { first, end }
+    }
+
+    /// `pages` pages from `first` (the end saturates).
+    pub const fn of_len(first: u64, pages: u64) -> PageRange {
+        PageRange {
+            first,
+            end: first.saturating_add(pages),
+        }
+    }
+
+    /// How many pages it holds.
+    pub const fn len(self) -> u64 {
+        self.end.saturating_sub(self.first)
+    }
+
+    /// Whether it holds no page.
+    pub const fn is_empty(self) -> bool {
+        self.end <= self.first
+    }
+
+    /// Whether it holds `page`.
+    pub const fn contains(self, page: u64) -> bool {
+        self.first <= page && page < self.end
+    }
 }
 
 impl Bytes {
@@ -40,12 +81,12 @@ impl Bytes {
         Bytes(pages.saturating_mul(PAGE_SIZE))
     }
 
-    /// The pages `[first, end)` that a byte range `[offset, offset+len)` touches.
-    pub fn page_span(offset: Bytes, len: Bytes) -> (u64, u64) {
+    /// The pages that a byte range `[offset, offset+len)` touches.
+    pub fn page_span(offset: Bytes, len: Bytes) -> PageRange {
         if len.0 == 0 {
-            return (offset.page(), offset.page());
+            return PageRange::new(offset.page(), offset.page());
         }
-        (
+        PageRange::new(
             offset.page(),
             Bytes(offset.0.saturating_add(len.0)).pages_ceil(),
         )
@@ -95,9 +136,23 @@ mod tests {
 
     #[test]
     fn page_span_rounds_out() {
-        assert_eq!(Bytes::page_span(Bytes(0), Bytes(4096)), (0, 1));
-        assert_eq!(Bytes::page_span(Bytes(4095), Bytes(2)), (0, 2));
-        assert_eq!(Bytes::page_span(Bytes(8192), Bytes(0)), (2, 2));
+        assert_eq!(
+            Bytes::page_span(Bytes(0), Bytes(4096)),
+            PageRange::new(0, 1)
+        );
+        assert_eq!(
+            Bytes::page_span(Bytes(4095), Bytes(2)),
+            PageRange::new(0, 2)
+        );
+        assert_eq!(
+            Bytes::page_span(Bytes(8192), Bytes(0)),
+            PageRange::new(2, 2)
+        );
+        assert_eq!(PageRange::of_len(3, 4), PageRange::new(3, 7));
+        assert_eq!(PageRange::new(3, 7).len(), 4);
+        assert!(PageRange::new(3, 7).contains(6) && !PageRange::new(3, 7).contains(7));
+        assert!(PageRange::new(5, 5).is_empty());
+        assert_eq!(PageRange::new(7, 5).len(), 0);
     }
 
     #[test]

@@ -119,8 +119,8 @@ fn unique_pages(pattern: &Pattern) -> u64 {
                 len,
             } => {
                 let f = files[&handle];
-                let (a, b) = ahead::Bytes::page_span(offset, len);
-                for p in a..b.min(sizes[f as usize]) {
+                let span = ahead::Bytes::page_span(offset, len);
+                for p in span.first..span.end.min(sizes[f as usize]) {
                     seen.insert((f, p));
                 }
             }

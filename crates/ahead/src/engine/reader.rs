@@ -4,6 +4,7 @@
 //! absent is read by the reader itself; a read that failed fails the read that meets it.
 
 use super::*;
+use crate::units::PageRange;
 
 /// Reads in flight above which policies are told the queue is congested (and below half of
 /// which, that it drained).
@@ -35,8 +36,8 @@ struct EngineCtx<'a> {
     io_max: u64,
     refaults: u64,
     ops: Vec<ReadOp>,
-    /// Pages `[start, end)` the driver has just copied out: cached, no need to look.
-    known_cached: (u64, u64),
+    /// Pages the driver has just copied out: cached, no need to look.
+    known_cached: PageRange,
 }
 
 impl RaContext for EngineCtx<'_> {
@@ -45,8 +46,7 @@ impl RaContext for EngineCtx<'_> {
     }
 
     fn is_cached(&self, page: u64) -> bool {
-        let (s, e) = self.known_cached;
-        (page >= s && page < e)
+        self.known_cached.contains(page)
             || page < self.file.pages() && self.engine.core.cache.is_cached(&self.file.table, page)
     }
 
@@ -125,7 +125,7 @@ impl File {
             io_max: self.io_max,
             refaults: 0,
             ops: Vec::new(),
-            known_cached: (0, 0),
+            known_cached: PageRange::default(),
         }
     }
 
@@ -237,7 +237,7 @@ impl File {
                 _ => break,
             }
         }
-        let known = (first, page);
+        let known = PageRange::new(first, page);
         self.with_policy(|p, ctx| {
             ctx.known_cached = known;
             p.on_read(read, ctx)
@@ -379,17 +379,17 @@ impl File {
 
     /// Pass advice to the file's policy (and, for don't-need, drop the range's pages).
     pub fn advise(&self, advice: Advice) -> io::Result<()> {
-        let pages = |offset: u64, len: u64| -> (u64, u64) {
-            let (s, e) = Bytes::page_span(Bytes(offset), Bytes(len.max(1)));
-            (s, e - s)
-        };
+        let pages = |offset: u64, len: u64| Bytes::page_span(Bytes(offset), Bytes(len.max(1)));
         let hint = match advice {
             Advice::Normal => Hint::Normal,
             Advice::Sequential => Hint::Sequential,
             Advice::Random => Hint::Random,
             Advice::WillNeed { offset, len } => {
-                let (start_page, pages) = pages(offset, len);
-                Hint::WillNeed { start_page, pages }
+                let range = pages(offset, len);
+                Hint::WillNeed {
+                    start_page: range.first,
+                    pages: range.len(),
+                }
             }
             Advice::DontNeed { offset, len } => {
                 // Only whole pages are dropped, as the kernel does.

@@ -293,7 +293,8 @@ impl Policy for LinuxOndemand {
             while index < last && ctx.is_cached(index) {
                 if ctx.has_marker(index) {
                     // filemap_readahead: the marked folio, from its first page.
-                    let (folio_start, folio_pages) = ctx.folio_of(index);
+                    let folio = ctx.folio_of(index);
+                    let (folio_start, folio_pages) = (folio.first, folio.len());
                     ctx.clear_marker(index);
                     self.async_ra(folio_start, folio_pages, last - folio_start, ctx);
                     index = (folio_start + folio_pages).min(last).max(index + 1);

@@ -48,7 +48,7 @@ pub use none::NoReadahead;
 pub use oracle::Oracle;
 pub use pratt::Pratt;
 
-use crate::units::Bytes;
+use crate::units::{Bytes, PageRange};
 
 /// One application read, as the policy sees it: a byte range, already clipped to the file's end
 /// by the driver and never empty.
@@ -76,7 +76,7 @@ impl AppRead {
 
     /// One past the last page the read touches.
     pub fn end_page(&self) -> u64 {
-        Bytes::page_span(self.offset, self.len).1
+        Bytes::page_span(self.offset, self.len).end
     }
 
     /// Number of pages the read touches.
@@ -191,10 +191,10 @@ pub trait RaContext {
     /// if the marker page is one it newly brought in (as `page_cache_ra_unbounded` does).
     /// Returns the number of pages newly brought in.
     fn start_io(&mut self, io: IoRequest) -> u64;
-    /// The folio holding the cached `page`: its first page and its length in pages. A policy
-    /// that never asks for large folios sees `(page, 1)`.
-    fn folio_of(&self, page: u64) -> (u64, u64) {
-        (page, 1)
+    /// The pages of the folio holding the cached `page`. A policy that never asks for large
+    /// folios sees `page` alone.
+    fn folio_of(&self, page: u64) -> PageRange {
+        PageRange::of_len(page, 1)
     }
     /// `page_cache_next_miss`: the first absent page in `[index, index + max_scan)`, else
     /// `index + max_scan` (0 if the search wraps past the last index). Pages past the end of the

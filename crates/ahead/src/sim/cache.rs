@@ -10,6 +10,8 @@
 //! doubly linked list over a slab of slots, so a hit costs a few memory accesses and no
 //! allocation: the simulator has to run tens of millions of page accesses a second.
 
+use crate::units::PageRange;
+
 const NIL: u32 = u32::MAX;
 
 const MARKER: u8 = 1;
@@ -100,24 +102,25 @@ impl PageCache {
         Some((page & !((1u64 << order) - 1), order))
     }
 
-    /// The folio holding a cached page: its first page and length in pages (`(page, 1)` for a
-    /// page that is absent).
+    /// The pages of the folio holding a cached page (the page alone if it is absent).
     #[inline]
-    pub(crate) fn folio_of(&self, file: u32, page: u64) -> (u64, u64) {
+    pub(crate) fn folio_of(&self, file: u32, page: u64) -> PageRange {
         self.folio(file, page)
-            .map_or((page, 1), |(start, order)| (start, 1u64 << order))
+            .map_or(PageRange::of_len(page, 1), |(start, order)| {
+                PageRange::of_len(start, 1u64 << order)
+            })
     }
 
     /// Whether the folio holding `page` carries the readahead marker (an absent page's
     /// "folio" is itself, which has no slot).
     pub(crate) fn has_marker(&self, file: u32, page: u64) -> bool {
-        let s = self.slot_of(file, self.folio_of(file, page).0);
+        let s = self.slot_of(file, self.folio_of(file, page).first);
         s != NIL && self.slots[s as usize].flags & MARKER != 0
     }
 
     /// Clear the marker of the folio holding `page`.
     pub(crate) fn clear_marker(&mut self, file: u32, page: u64) {
-        let s = self.slot_of(file, self.folio_of(file, page).0);
+        let s = self.slot_of(file, self.folio_of(file, page).first);
         if s != NIL {
             self.slots[s as usize].flags &= !MARKER;
         }
@@ -328,7 +331,7 @@ mod tests {
         for p in 8..12 {
             c.insert(f, 0, p, 0, 0, p == 8, 2);
         }
-        assert_eq!(c.folio_of(f, 10), (8, 4));
+        assert_eq!(c.folio_of(f, 10), PageRange::new(8, 12));
         assert!(c.has_marker(f, 11));
         c.clear_marker(f, 9);
         assert!((8..12).all(|p| !c.has_marker(f, p)));

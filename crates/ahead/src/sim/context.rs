@@ -104,7 +104,7 @@ impl RaContext for Ctx<'_> {
         self.cache.clear_marker(self.file, page);
     }
 
-    fn folio_of(&self, page: u64) -> (u64, u64) {
+    fn folio_of(&self, page: u64) -> PageRange {
         self.cache.folio_of(self.file, page)
     }
 

@@ -32,7 +32,7 @@ use crate::policy::oracle::{Need, Oracle, OracleSettings, Ramp, Taper};
 use crate::policy::{
     self, AppRead, Hint, IoKind, IoRequest, Policy, PolicyConfig, RaContext, Window, ORACLE,
 };
-use crate::units::{Bytes, PAGE_SIZE};
+use crate::units::{Bytes, PageRange, PAGE_SIZE};
 use crate::workload::{Event, Workload};
 use cache::PageCache;
 use device::Device;

@@ -3,6 +3,7 @@
 //! its last read was, its shape, and where its readahead stands.
 
 use super::*;
+use crate::units::PageRange;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Shape {
@@ -138,9 +139,9 @@ impl Stream {
 
     /// Forward: where a window of `pages` from `from` goes once the stream has made a skip:
     /// past the skip if `from` falls in one, and no further than its run's end.
-    pub(super) fn follow_period(&self, from: u64, pages: u64) -> (u64, u64) {
+    pub(super) fn follow_period(&self, from: u64, pages: u64) -> PageRange {
         if self.period_seen < 1 || self.period_run == 0 || from < self.run_start {
-            return (from, pages);
+            return PageRange::of_len(from, pages);
         }
         let period = self.period_run + self.period_skip;
         let off = (from - self.run_start) % period;
@@ -149,7 +150,7 @@ impl Stream {
         } else {
             (from, off)
         };
-        (from, pages.min(self.period_run - off).max(1))
+        PageRange::of_len(from, pages.min(self.period_run - off).max(1))
     }
 
     /// How `(s, e)` relates to this stream, if at all, at read number `now`.

@@ -283,7 +283,7 @@ impl Adaptive {
             };
             // No further than the run's end, where runs and skips repeat, or than where
             // another reader began.
-            let pages = st.follow_period(s, pages).1;
+            let pages = st.follow_period(s, pages).len();
             let bound = self.partition_end(i);
             let pages = pages.min(bound.saturating_sub(s)).max(e - s);
             let st = &mut self.streams[i];
@@ -333,7 +333,8 @@ impl Adaptive {
             if st.window > 0 {
                 window = sz.next_window(st, caps.window);
             }
-            let (from, pages) = st.follow_period(st.frontier, window);
+            let window_at = st.follow_period(st.frontier, window);
+            let (from, pages) = (window_at.first, window_at.len());
             if from >= self.limit.min(ctx.file_pages()).min(bound) {
                 break;
             }
