@@ -11,6 +11,8 @@
 //!
 //! * [`local`]: a file of a local filesystem: `O_DIRECT` where it can, read leases or `fstat`
 //!   for change detection, sysfs for the device's limits.
+//! * `remote` (the `remote` feature): an object behind an `s3://` or `http(s)://` URL, read with
+//!   ranged GETs, pinned to the version opened by its ETag.
 //!
 //! Adding a kind of source is its module (with its `REGISTERED` entry) and one line in
 //! [`SOURCES`]. A source with no descriptor is read through [`Source::read`]: by `threads`'
@@ -18,6 +20,8 @@
 //! a read it has no descriptor for, so such a source gets no overlap under it).
 
 pub(crate) mod local;
+#[cfg(feature = "remote")]
+pub(crate) mod remote;
 #[cfg(test)]
 mod tests;
 
@@ -28,7 +32,11 @@ use std::path::Path;
 use super::backend::ReadOp;
 
 /// The registry: every kind of source, one line each. The first that claims a name opens it.
-pub(crate) const SOURCES: &[Registered] = &[local::REGISTERED];
+pub(crate) const SOURCES: &[Registered] = &[
+    #[cfg(feature = "remote")]
+    remote::REGISTERED,
+    local::REGISTERED,
+];
 
 /// One kind of source: its name, what it is, which names it reads, and how to open one.
 pub(crate) struct Registered {
@@ -60,6 +68,9 @@ pub(crate) struct Opened {
 pub(crate) enum ObjectKey {
     /// A local file: device and inode.
     Inode { dev: u64, ino: u64 },
+    /// A remote object: its URL.
+    #[cfg(feature = "remote")]
+    Url(String),
     /// A source the tests make (`source/tests.rs`).
     #[cfg(test)]
     Test(u32),

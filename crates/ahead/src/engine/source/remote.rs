@@ -1,0 +1,384 @@
+//! `remote`: an object behind a URL (`s3://bucket/key`, `http://host/path`,
+//! `https://host/path`), read with plain ranged GETs through the `object_store` crate.
+//!
+//! The engine drives it as any source: the policies decide what to fetch, one ranged GET per
+//! request the engine issues (object_store's own coalescing, `get_ranges`, is not used: the
+//! policy is the one deciding sizes). A remote source has no descriptor, so it is read through
+//! [`Source::read`] on the `threads` backend's pool: each worker blocks on one GET, and the
+//! pool's size is how many are in flight.
+//!
+//! **Pinned to what was opened.** Opening asks the store for the object's metadata (a HEAD):
+//! its size, and its ETag (or, where the store gives none, its Last-Modified). Every GET then
+//! carries `If-Match` with that ETag, so a changed object fails the next read with a clear
+//! error instead of mixing two versions in the cache. A GET whose body is shorter than the
+//! range asked for (before the object's end) is an error, never short data: nothing
+//! half-received enters the cache, since the engine only marks a request's pages cached when
+//! its read succeeded in full.
+//!
+//! **Credentials** come the way AWS tools take them: `AWS_ACCESS_KEY_ID`,
+//! `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT_URL` (object_store's
+//! `AmazonS3Builder::from_env`). An `http://` endpoint is allowed (loopback test servers).
+//! Errors name the object and what failed, never a key.
+//!
+//! Not yet here (issue 20): retries with backoff on 5xx/SlowDown/resets (object_store retries
+//! some by itself), the window sized from measured latency and bandwidth, the CLI's `cat` and
+//! `bench --remote`, and the tests against a real server (versitygw, nginx) behind toxiproxy.
+
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use object_store::path::Path as ObjectPath;
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
+
+use super::{Event, Identity, Limits, ObjectKey, OpenSettings, Opened, Registered, Source};
+use crate::engine::backend::ReadOp;
+use crate::units::PAGE_SIZE;
+
+/// This kind's entry in [`super::SOURCES`].
+pub(crate) const REGISTERED: Registered = Registered {
+    name: "remote",
+    about: "an object behind a URL (s3://bucket/key, http(s)://host/path), read with ranged GETs",
+    claims,
+    open,
+};
+
+fn claims(name: &Path) -> bool {
+    name.to_str().is_some_and(|s| {
+        ["s3://", "http://", "https://"]
+            .iter()
+            .any(|scheme| s.starts_with(scheme))
+    })
+}
+
+/// The runtime every remote source's GETs run on: object_store is async; the engine's
+/// workers block on it.
+fn runtime() -> io::Result<&'static tokio::runtime::Runtime> {
+    static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("ahead-remote")
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| io::Error::other(format!("cannot start the remote runtime: {e}")))
+}
+
+fn open(name: &Path, _settings: &OpenSettings) -> io::Result<Opened> {
+    let text = name.to_str().ok_or_else(|| bad_url(name, "not UTF-8"))?;
+    let (store, location): (Arc<dyn ObjectStore>, ObjectPath) = if let Some(rest) =
+        text.strip_prefix("s3://")
+    {
+        let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() || key.is_empty() {
+            return Err(bad_url(name, "expected s3://bucket/key"));
+        }
+        let mut builder = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
+        if std::env::var("AWS_ENDPOINT_URL").is_ok_and(|e| e.starts_with("http://")) {
+            builder = builder.with_allow_http(true);
+        }
+        let store = builder
+            .build()
+            .map_err(|e| store_error(name, "cannot reach it", e))?;
+        (Arc::new(store), ObjectPath::from(key))
+    } else {
+        let scheme_end = text.find("://").map_or(0, |i| i + 3);
+        let path_start = text[scheme_end..]
+            .find('/')
+            .map(|i| scheme_end + i)
+            .ok_or_else(|| bad_url(name, "no object path after the host"))?;
+        let (origin, path) = text.split_at(path_start);
+        let store = object_store::http::HttpBuilder::new()
+            .with_url(origin)
+            .with_client_options(
+                object_store::ClientOptions::new().with_allow_http(text.starts_with("http://")),
+            )
+            .build()
+            .map_err(|e| store_error(name, "cannot reach it", e))?;
+        let location = ObjectPath::parse(path.trim_start_matches('/'))
+            .map_err(|e| bad_url(name, &e.to_string()))?;
+        (Arc::new(store), location)
+    };
+    open_object(name.to_path_buf(), store, location)
+}
+
+/// Open `location` in `store` as `name`: one HEAD for its size and version.
+pub(crate) fn open_object(
+    name: PathBuf,
+    store: Arc<dyn ObjectStore>,
+    location: ObjectPath,
+) -> io::Result<Opened> {
+    let meta = runtime()?
+        .block_on(store.head(&location))
+        .map_err(|e| store_error(&name, "cannot open it", e))?;
+    let mut notes = vec!["remote object: read with ranged GETs on the threads backend".to_string()];
+    let version = match &meta.e_tag {
+        Some(tag) => fingerprint(tag.as_bytes()),
+        None => {
+            notes.push("no ETag: a change is told by size and Last-Modified only".to_string());
+            meta.last_modified.timestamp_nanos_opt().unwrap_or(0) as i128
+        }
+    };
+    Ok(Opened {
+        identity: Identity {
+            object: ObjectKey::Url(name.to_string_lossy().into_owned()),
+            size: meta.size,
+            version,
+        },
+        source: Box::new(RemoteSource {
+            name,
+            store,
+            location,
+            size: meta.size,
+            e_tag: meta.e_tag,
+        }),
+        notes,
+    })
+}
+
+/// A version number from an ETag (FNV-1a: stable across runs, unlike the std hasher).
+fn fingerprint(bytes: &[u8]) -> i128 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    h as i128
+}
+
+fn bad_url(name: &Path, why: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{}: not an object URL: {why}", name.display()),
+    )
+}
+
+/// An error of the store, named by the object and what was being done. object_store's
+/// messages name the store's URL and the HTTP status, not the credentials.
+fn store_error(name: &Path, doing: &str, e: object_store::Error) -> io::Error {
+    let kind = match &e {
+        object_store::Error::NotFound { .. } => io::ErrorKind::NotFound,
+        object_store::Error::PermissionDenied { .. }
+        | object_store::Error::Unauthenticated { .. } => io::ErrorKind::PermissionDenied,
+        object_store::Error::Precondition { .. } => io::ErrorKind::InvalidData,
+        _ => io::ErrorKind::Other,
+    };
+    let why = match &e {
+        object_store::Error::NotFound { .. } => "no such object".to_string(),
+        object_store::Error::Precondition { .. } => {
+            "the object changed since it was opened".to_string()
+        }
+        other => other.to_string(),
+    };
+    io::Error::new(kind, format!("{}: {doing}: {why}", name.display()))
+}
+
+/// One object, pinned to the version opened.
+struct RemoteSource {
+    name: PathBuf,
+    store: Arc<dyn ObjectStore>,
+    location: ObjectPath,
+    size: u64,
+    e_tag: Option<String>,
+}
+
+impl RemoteSource {
+    /// Bytes `[start, end)` of the object as opened: one ranged GET.
+    fn get(&self, start: u64, end: u64) -> io::Result<bytes::Bytes> {
+        let options = GetOptions {
+            range: Some(GetRange::Bounded(start..end)),
+            if_match: self.e_tag.clone(),
+            ..GetOptions::default()
+        };
+        let body = runtime()?
+            .block_on(async {
+                self.store
+                    .get_opts(&self.location, options)
+                    .await?
+                    .bytes()
+                    .await
+            })
+            .map_err(|e| store_error(&self.name, "read failed", e))?;
+        if (body.len() as u64) < end - start {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "{}: short read: {} bytes of {} at {start}",
+                    self.name.display(),
+                    body.len(),
+                    end - start
+                ),
+            ));
+        }
+        Ok(body)
+    }
+}
+
+impl Source for RemoteSource {
+    fn path(&self) -> &Path {
+        &self.name
+    }
+    fn live_size(&self) -> u64 {
+        self.size
+    }
+    fn current_size(&self, _events: &mut dyn FnMut(Event)) -> io::Result<u64> {
+        // Pinned: a change shows as If-Match failing on the next GET, not as a new size.
+        Ok(self.size)
+    }
+    fn is_direct(&self) -> bool {
+        true
+    }
+    fn limits(&self) -> Limits {
+        Limits::default()
+    }
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
+    fn read(&self, op: &ReadOp) -> io::Result<usize> {
+        let start = op.offset().min(self.size);
+        let want: u64 = op.iov.iter().map(|v| v.iov_len as u64).sum();
+        let end = start.saturating_add(want).min(self.size);
+        if end <= start {
+            return Ok(0);
+        }
+        let body = self.get(start, end)?;
+        let mut at = 0usize;
+        for iov in &op.iov {
+            let n = iov.iov_len.min(body.len() - at);
+            // SAFETY: the iovec covers arena slots this op owns while it is in flight.
+            let dst = unsafe { std::slice::from_raw_parts_mut(iov.iov_base.cast::<u8>(), n) };
+            dst.copy_from_slice(&body[at..at + n]);
+            at += n;
+            if at == body.len() {
+                break;
+            }
+        }
+        Ok(at)
+    }
+    fn read_page_uncached(&self, page: u64, from: usize, dst: &mut [u8]) -> io::Result<usize> {
+        let start = (page * PAGE_SIZE + from as u64).min(self.size);
+        let end = start.saturating_add(dst.len() as u64).min(self.size);
+        if end <= start {
+            return Ok(0);
+        }
+        let body = self.get(start, end)?;
+        dst[..body.len()].copy_from_slice(&body);
+        Ok(body.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{BackendChoice, Engine};
+    use object_store::memory::InMemory;
+    use object_store::PutPayload;
+
+    fn engine() -> Engine {
+        Engine::builder()
+            .backend(BackendChoice::THREADS)
+            .budget(4 << 20)
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn an_object_reads_through_the_engine_byte_for_byte() {
+        let store = Arc::new(InMemory::new());
+        let size = 3 * 1024 * 1024 + 123;
+        let bytes: Vec<u8> = (0..size).map(|i| (i * 13 % 251) as u8).collect();
+        let location = ObjectPath::from("data/object.bin");
+        runtime()
+            .unwrap()
+            .block_on(store.put(&location, PutPayload::from(bytes.clone())))
+            .unwrap();
+        let engine = engine();
+        let opened =
+            open_object(PathBuf::from("memory://data/object.bin"), store, location).unwrap();
+        let file = engine
+            .open_source(opened, crate::policy::maker("adaptive").unwrap())
+            .unwrap();
+        assert_eq!(file.len(), size as u64);
+        let mut buf = vec![0u8; 4096];
+        let mut at = 0u64;
+        loop {
+            let n = file.read_at(&mut buf, at).unwrap();
+            if n == 0 {
+                break;
+            }
+            assert!(
+                buf[..n] == bytes[at as usize..at as usize + n],
+                "bytes at {at}"
+            );
+            at += n as u64;
+        }
+        assert_eq!(at, size as u64);
+        let stats = engine.stats();
+        assert!(stats.ahead_requests > 0, "read ahead: {stats:?}");
+        assert!(
+            stats.requests < (size as u64 / 4096) / 4,
+            "fewer GETs than reads: {stats:?}"
+        );
+    }
+
+    #[test]
+    fn a_changed_object_is_an_error_not_a_mix_of_versions() {
+        let store = Arc::new(InMemory::new());
+        let location = ObjectPath::from("changes.bin");
+        let rt = runtime().unwrap();
+        rt.block_on(store.put(&location, PutPayload::from(vec![1u8; 1 << 20])))
+            .unwrap();
+        let engine = engine();
+        let opened = open_object(
+            PathBuf::from("memory://changes.bin"),
+            store.clone(),
+            location.clone(),
+        )
+        .unwrap();
+        let file = engine
+            .open_source(opened, crate::policy::maker("none").unwrap())
+            .unwrap();
+        let mut buf = vec![0u8; 4096];
+        assert_eq!(file.read_at(&mut buf, 0).unwrap(), 4096);
+        assert!(buf.iter().all(|&b| b == 1));
+        rt.block_on(store.put(&location, PutPayload::from(vec![2u8; 1 << 20])))
+            .unwrap();
+        let err = file.read_at(&mut buf, 512 * 1024).unwrap_err();
+        assert!(
+            err.to_string().contains("changed since it was opened"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_missing_object_and_a_bad_url_are_clear_errors() {
+        let store = Arc::new(InMemory::new());
+        let err = open_object(
+            PathBuf::from("memory://nothing"),
+            store,
+            ObjectPath::from("nothing"),
+        )
+        .err()
+        .expect("no such object");
+        assert_eq!(err.kind(), io::ErrorKind::NotFound, "{err}");
+        assert!(err
+            .to_string()
+            .contains("memory://nothing: cannot open it: no such object"));
+        for bad in ["s3://", "s3://bucket", "s3://bucket/", "http://host-only"] {
+            let err = open(
+                Path::new(bad),
+                &OpenSettings {
+                    direct: true,
+                    leases: false,
+                },
+            )
+            .err()
+            .expect("refused");
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{bad}: {err}");
+        }
+    }
+}
