@@ -447,9 +447,10 @@ impl Oracle {
     }
 }
 
-/// The [`Ramp::Sweep`] plan where everything fits: the pages the reads touch, in file order
-/// (files in the order of their first read), gaps worth reading through read, in the largest
-/// requests, all due at the first read.
+/// The sweeps' plan where everything fits: the pages the reads touch, in file order (files in
+/// the order of their first read), gaps worth reading through read, in the largest requests
+/// (or a request per read, [`Ramp::SweepReads`]), all due at the first read; for
+/// [`Ramp::SweepByNeed`], those requests then put in the order the reads need them.
 fn sweep(needs: &[Need], s: OracleSettings, ramp: Ramp) -> Option<Oracle> {
     let by_read = ramp == Ramp::SweepReads;
     let mut first_read: HashMap<u32, usize> = HashMap::new();
@@ -516,24 +517,7 @@ fn sweep(needs: &[Need], s: OracleSettings, ramp: Ramp) -> Option<Oracle> {
             at = end;
         }
     }
-    if ramp == Ramp::SweepByNeed {
-        // Each request goes where the first read that needs any of its pages comes.
-        let mut first_need = vec![usize::MAX; cut.len()];
-        let at: BTreeMap<(u32, u64), usize> =
-            cut.iter().enumerate().map(|(i, r)| ((r.file, r.start), i)).collect();
-        for (k, n) in needs.iter().enumerate() {
-            let from = at.range(..=(n.file, n.first)).next_back().map_or((n.file, 0), |(&key, _)| key);
-            for (_, &i) in at.range(from..(n.file, n.end)) {
-                if cut[i].file == n.file && cut[i].end > n.first {
-                    first_need[i] = first_need[i].min(k);
-                }
-            }
-        }
-        let mut order: Vec<usize> = (0..cut.len()).collect();
-        order.sort_by_key(|&i| first_need[i]);
-        cut = order.into_iter().map(|i| cut[i]).collect();
-    }
-    Some(Oracle {
+    let mut plan = Oracle {
         runs: cut,
         next_run: 0,
         released_by: Vec::new(),
@@ -543,7 +527,11 @@ fn sweep(needs: &[Need], s: OracleSettings, ramp: Ramp) -> Option<Oracle> {
         budget: u64::MAX,
         reach: u64::MAX,
         chosen_gap_pages: unneeded,
-    })
+    };
+    if ramp == Ramp::SweepByNeed {
+        plan.order_by_need(needs);
+    }
+    Some(plan)
 }
 
 /// Pages the reads touch, each counted once.

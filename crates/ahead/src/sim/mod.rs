@@ -463,6 +463,9 @@ impl Simulator {
         // The fastest plan that wastes only the gaps it chose (a plan whose reach let pages
         // age out before their read is not kept, however fast).
         let mut played: Vec<(bool, (Ramp, u64), Simulator, Oracle)> = Vec::new();
+        // The reads the plans are made for: the same for every plan (every fresh run adds the
+        // workload's files under the same ids).
+        let mut needs: Option<Vec<Need>> = None;
         for (ramp, reach) in plans {
             let mut sim = if fresh {
                 self.fresh_oracle_run()?
@@ -470,11 +473,13 @@ impl Simulator {
                 std::mem::replace(self, Simulator::new(ORACLE, self.config)?)
             };
             let ids = sim.add_files(&workload.files);
-            let plan = sim.oracle_for(&events, &ids, ramp, reach, true);
+            let needs = needs.get_or_insert_with(|| sim.needs_of(&events, &ids));
+            let plan = sim.oracle_for(needs, ramp, reach, true);
             sim.replay(Box::new(events.iter().copied()), &ids, Some(plan.clone()))?;
             let clean = sim.report().faithful.wasted_pages <= sim.oracle_gap_pages();
             played.push((clean, (ramp, reach), sim, plan));
         }
+        let needs = needs.unwrap_or_default();
         // Clean plans first, then the fastest (stable: the first plan wins a tie).
         played.sort_by(|a, b| {
             (b.0, a.2.report().faithful.modeled_ms)
@@ -508,7 +513,7 @@ impl Simulator {
             }
             let sim = if refine && clean && ramps_cut.len() < 2 && !ramps_cut.contains(&ramp) {
                 ramps_cut.push(ramp);
-                self.cut_where_reads_waited(sim, plan, &events, &workload.files)?
+                self.cut_where_reads_waited(sim, plan, &events, &needs, &workload.files)?
             } else {
                 sim
             };
@@ -520,10 +525,12 @@ impl Simulator {
         if let (true, true, Some(reach)) = (refine, any_clean, fastest_reach) {
             let mut sim = self.fresh_oracle_run()?;
             let ids = sim.add_files(&workload.files);
-            let plan = sim.oracle_for(&events, &ids, Ramp::Full, reach, false);
+            let plan = sim.oracle_for(&needs, Ramp::Full, reach, false);
             sim.replay(Box::new(events.iter().copied()), &ids, Some(plan.clone()))?;
             if sim.report().faithful.wasted_pages <= sim.oracle_gap_pages() {
-                keep_if_faster(self.cut_where_reads_waited(sim, plan, &events, &workload.files)?);
+                let cut =
+                    self.cut_where_reads_waited(sim, plan, &events, &needs, &workload.files)?;
+                keep_if_faster(cut);
             }
         }
         *self = best.expect("at least one plan");
@@ -538,14 +545,10 @@ impl Simulator {
         mut sim: Simulator,
         mut plan: Oracle,
         events: &[Event],
+        needs: &[Need],
         files: &[crate::workload::FileSpec],
     ) -> Result<Simulator, String> {
         let taper = self.taper();
-        let needs = &{
-            let mut probe = self.fresh_oracle_run()?;
-            let ids = probe.add_files(files);
-            probe.needs_of(events, &ids)
-        };
         for _ in 0..ORACLE_CUT_ROUNDS {
             let waits = std::mem::take(&mut sim.oracle_waits);
             let longest = waits.iter().max_by_key(|w| w.wait_ns);
@@ -659,22 +662,14 @@ impl Simulator {
         Ok(())
     }
 
-    /// The oracle's plan for `events`: every read they make (clipped at EOF as [`Self::read`]
-    /// clips it), with the readahead budget the real policies share (half the cache), the
+    /// The oracle's plan for `needs` (every read the workload makes, [`Self::needs_of`]),
+    /// with the readahead budget the real policies share (half the cache), the
     /// device's largest I/O, and the gaps this device reads through more cheaply than it skips.
-    fn oracle_for(
-        &self,
-        events: &[Event],
-        ids: &[u32],
-        ramp: Ramp,
-        reach: u64,
-        tapered: bool,
-    ) -> Oracle {
-        let needs = self.needs_of(events, ids);
+    fn oracle_for(&self, needs: &[Need], ramp: Ramp, reach: u64, tapered: bool) -> Oracle {
         // It holds ahead the readahead budget the policies share (half the cache).
         let budget = policy::readahead_budget(self.cache.capacity() as u64, 1);
         Oracle::plan(
-            &needs,
+            needs,
             OracleSettings {
                 cache_pages: self.cache.capacity() as u64,
                 budget_pages: budget,
@@ -688,7 +683,8 @@ impl Simulator {
         )
     }
 
-    /// The reads `events` make on files `ids`, in order, as the oracle is told of them.
+    /// The reads `events` make on files `ids`, in order, as the oracle is told of them
+    /// (clipped at EOF as [`Self::read`] clips them).
     fn needs_of(&self, events: &[Event], ids: &[u32]) -> Vec<Need> {
         let mut needs = Vec::new();
         let mut handles: Vec<Option<u32>> = Vec::new(); // handle -> file id

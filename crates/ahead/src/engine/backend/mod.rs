@@ -103,6 +103,24 @@ impl ReadOp {
     pub fn len(&self) -> usize {
         self.slots.len() * PAGE_SIZE as usize
     }
+
+    /// Copy `src` into the op's slots, in order, as far as either goes: for a source that
+    /// reads by copying rather than through a descriptor. Bytes copied.
+    #[cfg(any(test, feature = "remote"))]
+    pub fn copy_in(&self, src: &[u8]) -> usize {
+        let mut at = 0;
+        for iov in &self.iov {
+            let n = iov.iov_len.min(src.len() - at);
+            // SAFETY: the iovec covers arena slots this op owns while it is in flight.
+            let dst = unsafe { std::slice::from_raw_parts_mut(iov.iov_base.cast::<u8>(), n) };
+            dst.copy_from_slice(&src[at..at + n]);
+            at += n;
+            if at == src.len() {
+                break;
+            }
+        }
+        at
+    }
 }
 
 /// Where a backend reports finished reads.

@@ -240,24 +240,11 @@ impl Source for RemoteSource {
     }
     fn read(&self, op: &ReadOp) -> io::Result<usize> {
         let start = op.offset().min(self.size);
-        let want: u64 = op.iov.iter().map(|v| v.iov_len as u64).sum();
-        let end = start.saturating_add(want).min(self.size);
+        let end = start.saturating_add(op.len() as u64).min(self.size);
         if end <= start {
             return Ok(0);
         }
-        let body = self.get(start, end)?;
-        let mut at = 0usize;
-        for iov in &op.iov {
-            let n = iov.iov_len.min(body.len() - at);
-            // SAFETY: the iovec covers arena slots this op owns while it is in flight.
-            let dst = unsafe { std::slice::from_raw_parts_mut(iov.iov_base.cast::<u8>(), n) };
-            dst.copy_from_slice(&body[at..at + n]);
-            at += n;
-            if at == body.len() {
-                break;
-            }
-        }
-        Ok(at)
+        Ok(op.copy_in(&self.get(start, end)?))
     }
     fn read_page_uncached(&self, page: u64, from: usize, dst: &mut [u8]) -> io::Result<usize> {
         let start = (page * PAGE_SIZE + from as u64).min(self.size);
@@ -303,20 +290,7 @@ mod tests {
             .open_source(opened, crate::policy::maker("adaptive").unwrap())
             .unwrap();
         assert_eq!(file.len(), size as u64);
-        let mut buf = vec![0u8; 4096];
-        let mut at = 0u64;
-        loop {
-            let n = file.read_at(&mut buf, at).unwrap();
-            if n == 0 {
-                break;
-            }
-            assert!(
-                buf[..n] == bytes[at as usize..at as usize + n],
-                "bytes at {at}"
-            );
-            at += n as u64;
-        }
-        assert_eq!(at, size as u64);
+        crate::engine::source::tests::read_to_end_checking(&file, &bytes, 4096, "remote");
         let stats = engine.stats();
         assert!(stats.ahead_requests > 0, "read ahead: {stats:?}");
         assert!(

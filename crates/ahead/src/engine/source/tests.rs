@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::{Event, Identity, Limits, ObjectKey, Opened, Source};
 use crate::engine::backend::ReadOp;
-use crate::engine::{BackendChoice, Engine};
+use crate::engine::{BackendChoice, Engine, File};
 use crate::units::PAGE_SIZE;
 
 /// Bytes in memory, read by copying: what a source with no descriptor must do itself.
@@ -41,20 +41,8 @@ impl Source for MemorySource {
     }
     fn read(&self, op: &ReadOp) -> io::Result<usize> {
         self.reads.fetch_add(1, Ordering::Relaxed);
-        let mut at = op.offset() as usize;
-        let mut done = 0;
-        for iov in &op.iov {
-            let n = iov.iov_len.min(self.bytes.len().saturating_sub(at));
-            // SAFETY: the iovec covers arena slots this op owns while it is in flight.
-            let dst = unsafe { std::slice::from_raw_parts_mut(iov.iov_base.cast::<u8>(), n) };
-            dst.copy_from_slice(&self.bytes[at..at + n]);
-            at += n;
-            done += n;
-            if n < iov.iov_len {
-                break;
-            }
-        }
-        Ok(done)
+        let at = (op.offset() as usize).min(self.bytes.len());
+        Ok(op.copy_in(&self.bytes[at..]))
     }
     fn read_page_uncached(&self, page: u64, from: usize, dst: &mut [u8]) -> io::Result<usize> {
         let at = ((page * PAGE_SIZE) as usize + from).min(self.bytes.len());
@@ -62,6 +50,25 @@ impl Source for MemorySource {
         dst[..n].copy_from_slice(&self.bytes[at..at + n]);
         Ok(n)
     }
+}
+
+/// Read `file` from its start to its end in reads of `read_size` bytes, checking each against
+/// `bytes` (the source's own) and that the end comes where `bytes` ends; `what` names the run.
+pub(super) fn read_to_end_checking(file: &File, bytes: &[u8], read_size: usize, what: &str) {
+    let mut buf = vec![0u8; read_size];
+    let mut at = 0u64;
+    loop {
+        let n = file.read_at(&mut buf, at).unwrap();
+        if n == 0 {
+            break;
+        }
+        assert!(
+            buf[..n] == bytes[at as usize..at as usize + n],
+            "{what}: bytes at {at}"
+        );
+        at += n as u64;
+    }
+    assert_eq!(at, bytes.len() as u64, "{what}");
 }
 
 #[test]
@@ -97,20 +104,8 @@ fn a_source_without_a_descriptor_reads_through_the_engine_under_every_backend() 
         assert_eq!(file.len(), size as u64);
         assert_eq!(file.path(), Path::new("memory://test"));
         // Forward in odd pieces, then a few reads back.
+        read_to_end_checking(&file, &bytes, 10_007, &format!("{backend:?}"));
         let mut buf = vec![0u8; 10_007];
-        let mut at = 0u64;
-        loop {
-            let n = file.read_at(&mut buf, at).unwrap();
-            if n == 0 {
-                break;
-            }
-            assert!(
-                buf[..n] == bytes[at as usize..at as usize + n],
-                "{backend:?}: bytes at {at}"
-            );
-            at += n as u64;
-        }
-        assert_eq!(at, size as u64, "{backend:?}");
         for back in [3_000_000u64, 17, 1 << 20] {
             let n = file.read_at(&mut buf, back).unwrap();
             assert!(
