@@ -71,6 +71,19 @@ pub struct EngineBuilder {
     pub(super) device_estimate: Option<DeviceEstimate>,
     pub(super) pretouch: bool,
     pub(super) keep_memory: bool,
+    pub(super) remote_options: RemoteOptions,
+}
+
+/// Settings for remote stores, key and value; shown by key only, as they may hold secrets.
+#[derive(Clone, Default)]
+pub(super) struct RemoteOptions(pub(super) Vec<(String, String)>);
+
+impl std::fmt::Debug for RemoteOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|(k, _)| format!("{k}=<hidden>")))
+            .finish()
+    }
 }
 
 impl Default for EngineBuilder {
@@ -90,6 +103,7 @@ impl Default for EngineBuilder {
             device_estimate: None,
             pretouch: false,
             keep_memory: false,
+            remote_options: RemoteOptions::default(),
         }
     }
 }
@@ -200,6 +214,16 @@ impl EngineBuilder {
     /// An engine built to [`pretouch`](Self::pretouch) keeps its memory either way.
     pub fn keep_memory(mut self, on: bool) -> Self {
         self.keep_memory = on;
+        self
+    }
+
+    /// A setting for remote objects (`s3://`, `http(s)://`), as object_store's config keys
+    /// take them: `endpoint`, `region`, `access_key_id`, `secret_access_key`, `timeout`,
+    /// `allow_http`, ... (fsspec's `storage_options`). They override the environment's
+    /// `AWS_*` variables; an unknown key fails the open that would use it. Values are never
+    /// shown (`Debug` prints keys only).
+    pub fn remote_option(mut self, key: &str, value: &str) -> Self {
+        self.remote_options.0.push((key.into(), value.into()));
         self
     }
 

@@ -15,6 +15,8 @@ pub(super) struct Meter {
     pub(super) busy_since: Option<Instant>,
     pub(super) busy: Duration,
     pub(super) bytes: u64,
+    /// What the device is taken for until measured, and what shapes a request's overhead.
+    pub(super) model: crate::sim::DeviceModel,
 }
 
 impl Meter {
@@ -32,6 +34,7 @@ impl Meter {
             busy_since: None,
             busy: Duration::ZERO,
             bytes: 0,
+            model: crate::sim::DeviceModel::NVME,
         }
     }
 
@@ -42,7 +45,20 @@ impl Meter {
         if self.measured {
             self.estimate
         } else {
-            crate::sim::DeviceModel::NVME.estimate(io_pages)
+            self.model.estimate(io_pages)
+        }
+    }
+
+    /// Take `model` as what the device is until measured (a source that knows its kind: an
+    /// object store). Its requests' overhead then follows the measured latency as the model's
+    /// does (a queue slot held for a round trip).
+    pub(super) fn start_as(&mut self, model: crate::sim::DeviceModel) {
+        if self.fixed || self.model == model {
+            return;
+        }
+        self.model = model;
+        if !self.measured {
+            self.estimate = model.estimate(1);
         }
     }
 
@@ -54,6 +70,12 @@ impl Meter {
         let mut e = self.estimate;
         if let Some(l) = latency_ns {
             e.latency_ns = (3 * e.latency_ns + l) / 4;
+            // Where requests wait on their latency rather than on each other (an object
+            // store), a request costs its share of the queue: the latency over the depth.
+            let m = &self.model;
+            if m.request_overhead_us() > m.per_request_us + m.seek_us {
+                e.request_overhead_ns = e.latency_ns / m.queue_depth.max(1) as u64;
+            }
         }
         if let Some(b) = bytes_per_sec {
             // A busy period measures what the load drew from the device, which is its

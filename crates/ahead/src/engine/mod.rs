@@ -234,6 +234,7 @@ impl Engine {
             &source::OpenSettings {
                 direct: inner.config.direct,
                 leases: inner.config.leases,
+                remote_options: &inner.config.remote_options.0,
             },
         )?;
         self.open_source(opened, make)
@@ -291,7 +292,10 @@ impl Engine {
         let config = self.policy_config(&data);
         let mut policy = make(config);
         let (estimate, version) = {
-            let m = inner.core.meter.lock().unwrap_or_else(|p| p.into_inner());
+            let mut m = inner.core.meter.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(model) = data.source.limits().starts_as {
+                m.start_as(model);
+            }
             (m.for_policy(config.io_max_pages), m.version)
         };
         policy.on_device(estimate);

@@ -31,11 +31,12 @@ use std::io;
 use std::os::fd::AsRawFd;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 
 use io_uring::{opcode, squeue, types, IoUring};
 
+use super::threads::ThreadsBackend;
 use super::{Backend, Completer, FileData, ReadOp};
 
 /// Reads in flight at most (the ring's submission queue size).
@@ -190,12 +191,21 @@ struct Shared {
 pub(crate) struct UringBackend {
     shared: Arc<Shared>,
     reaper: Option<JoinHandle<()>>,
+    /// Reads of sources with no descriptor (a remote object): a `threads` pool, started the
+    /// first time one comes, so that they overlap as the kernel's reads do. `None` inside if
+    /// the pool could not start; such reads are then done in the submitting thread.
+    descriptorless: OnceLock<Option<ThreadsBackend>>,
+    threads: usize,
 }
 
 impl UringBackend {
     /// Set up a ring, check it completes a no-op, and register `arena` (base, bytes) as fixed
     /// buffers if the system allows.
-    pub fn new(arena: (*mut u8, usize), completer: Arc<dyn Completer>) -> io::Result<Self> {
+    pub fn new(
+        arena: (*mut u8, usize),
+        completer: Arc<dyn Completer>,
+        threads: usize,
+    ) -> io::Result<Self> {
         let mut ring = IoUring::builder().build(QUEUE)?;
         // A no-op round trip: some sandboxes create rings that never complete anything.
         // SAFETY: a NOP has no buffers.
@@ -264,6 +274,8 @@ impl UringBackend {
         Ok(UringBackend {
             shared,
             reaper: Some(reaper),
+            descriptorless: OnceLock::new(),
+            threads,
         })
     }
 
@@ -427,9 +439,17 @@ impl Backend for UringBackend {
     fn submit(&self, op: Box<ReadOp>) {
         let shared = &self.shared;
         if op.file.source.fd().is_none() {
-            // A source with no descriptor for the kernel: read it here (see `source`).
-            let result = op.file.source.read(&op);
-            shared.completer.complete(op, result);
+            // A source with no descriptor for the kernel: the pool reads it (see `source`).
+            let pool = self
+                .descriptorless
+                .get_or_init(|| ThreadsBackend::new(self.threads, shared.completer.clone()).ok());
+            match pool {
+                Some(pool) => pool.submit(op),
+                None => {
+                    let result = op.file.source.read(&op);
+                    shared.completer.complete(op, result);
+                }
+            }
             return;
         }
         if let (Some(f), [iov]) = (&shared.fixed, op.iov.as_slice()) {
@@ -469,6 +489,9 @@ impl Backend for UringBackend {
     }
 
     fn take_queued(&self, file: &Arc<FileData>, page: u64) -> Option<Box<ReadOp>> {
+        if file.source.fd().is_none() {
+            return self.descriptorless.get()?.as_ref()?.take_queued(file, page);
+        }
         let mut s = self.shared.submit.lock().unwrap_or_else(|p| p.into_inner());
         let i = s.backlog.iter().position(|op| op.covers(file, page))?;
         s.backlog.remove(i)
@@ -519,7 +542,7 @@ pub(crate) const REGISTERED: super::Registered = super::Registered {
                 "turned off by the caller (EngineBuilder::without_io_uring)",
             ));
         }
-        let backend = UringBackend::new(w.arena, w.completer.clone())?;
+        let backend = UringBackend::new(w.arena, w.completer.clone(), w.threads)?;
         if w.pretouch {
             backend.register_whole_arena();
         }
@@ -535,7 +558,7 @@ mod tests {
     use crate::engine::FileData;
     use crate::policy::IoKind;
     use crate::units::PAGE_SIZE;
-    use std::sync::{OnceLock, Weak};
+    use std::sync::Weak;
     use std::time::Duration;
     use std::time::Instant;
 
@@ -576,6 +599,7 @@ mod tests {
             &OpenSettings {
                 direct: true,
                 leases: false,
+                remote_options: &[],
             },
         )
         .unwrap();
@@ -591,7 +615,7 @@ mod tests {
             backlog_at_completion: Mutex::new(Vec::new()),
         });
         let arena = (cache.arena().base(), cache.arena().bytes());
-        let backend = UringBackend::new(arena, probe.clone()).expect("io_uring on this machine");
+        let backend = UringBackend::new(arena, probe.clone(), 1).expect("io_uring on this machine");
         let _ = probe.shared.set(Arc::downgrade(&backend.shared));
         {
             // All eight go into the backlog under one hold of the lock, so none can complete

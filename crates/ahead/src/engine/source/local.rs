@@ -296,6 +296,7 @@ impl Source for LocalFile {
             Limits {
                 read_ahead_kb,
                 max_sectors_kb,
+                starts_as: None,
             }
         })
     }

@@ -48,11 +48,14 @@ pub(crate) struct Registered {
 }
 
 /// The engine's settings a source is opened with.
-pub(crate) struct OpenSettings {
+pub(crate) struct OpenSettings<'a> {
     /// Bypass the kernel's page cache where the source can (`EngineBuilder::direct`).
     pub direct: bool,
     /// Take read leases where the source can (`EngineBuilder::leases`).
     pub leases: bool,
+    /// Settings for remote stores (`EngineBuilder::remote_option`): key, value.
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
+    pub remote_options: &'a [(String, String)],
 }
 
 /// A source just opened, before the engine names it.
@@ -93,6 +96,9 @@ pub(crate) struct Limits {
     pub read_ahead_kb: Option<u64>,
     /// The device's largest request (`max_sectors_kb`).
     pub max_sectors_kb: Option<u64>,
+    /// The modelled device the engine's meter starts from, until it has measured this one
+    /// (an object store's round trips, not the NVMe disk it assumes otherwise).
+    pub starts_as: Option<crate::sim::DeviceModel>,
 }
 
 /// What a source reports while it checks its size (see [`Source::current_size`]).

@@ -4,8 +4,14 @@
 //! The engine drives it as any source: the policies decide what to fetch, one ranged GET per
 //! request the engine issues (object_store's own coalescing, `get_ranges`, is not used: the
 //! policy is the one deciding sizes). A remote source has no descriptor, so it is read through
-//! [`Source::read`] on the `threads` backend's pool: each worker blocks on one GET, and the
-//! pool's size is how many are in flight.
+//! [`Source::read`] on a pool of threads (the `threads` backend's, or the one `uring` keeps
+//! for such sources): each worker waits on one GET, which runs on a small tokio runtime, and
+//! the pool's size is how many are in flight.
+//!
+//! **Sized for the link.** Its [`Limits`] give requests of up to 8 MiB (what S3's guidance and
+//! mountpoint-s3 use for ranged GETs) and start the engine's meter from the simulator's model
+//! of an object store; from the first GETs on, the meter measures latency to first byte and
+//! bandwidth, and `adaptive` keeps latency x bandwidth in flight (see `engine/meter.rs`).
 //!
 //! **Pinned to what was opened.** Opening asks the store for the object's metadata (a HEAD):
 //! its size, and its ETag (or, where the store gives none, its Last-Modified). Every GET then
@@ -15,22 +21,33 @@
 //! half-received enters the cache, since the engine only marks a request's pages cached when
 //! its read succeeded in full.
 //!
-//! **Credentials** come the way AWS tools take them: `AWS_ACCESS_KEY_ID`,
-//! `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT_URL` (object_store's
-//! `AmazonS3Builder::from_env`). An `http://` endpoint is allowed (loopback test servers).
-//! Errors name the object and what failed, never a key.
+//! **Failures.** object_store retries each request on its own: connection errors, timeouts,
+//! 5xx (S3's 503 SlowDown among them), 429 and 408, and a body cut off mid-way (resumed from
+//! where it stopped, if the ETag still matches), with exponential backoff and decorrelated
+//! jitter. [`RETRY`] bounds it: at most 4 retries per request, within 30 s (the remote options
+//! `max_retries` and `retry_timeout` change both). 403 and 404 are not retried: they are clear
+//! errors naming the object. A server that ignores `If-Match` is still caught: every answer's
+//! ETag and size must be the opened ones.
 //!
-//! Not yet here (issue 20): retries with backoff on 5xx/SlowDown/resets (object_store retries
-//! some by itself), the window sized from measured latency and bandwidth, the CLI's `cat` and
-//! `bench --remote`, and the tests against a real server (versitygw, nginx) behind toxiproxy.
+//! **Credentials and settings** come the way AWS tools take them: `AWS_ACCESS_KEY_ID`,
+//! `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT_URL`, profile files
+//! (object_store's `AmazonS3Builder::from_env`), overridden by the engine's
+//! [`remote options`](crate::engine::EngineBuilder::remote_option) (object_store's config keys:
+//! `endpoint`, `access_key_id`, `timeout`, ...). An `http://` endpoint is allowed (loopback
+//! test servers). Errors name the object and what failed, never a key or a secret.
 
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as ObjectPath;
-use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
+use object_store::{
+    BackoffConfig, ClientConfigKey, ClientOptions, GetOptions, GetRange, ObjectStore,
+    ObjectStoreExt, RetryConfig,
+};
 
 use super::{Event, Identity, Limits, ObjectKey, OpenSettings, Opened, Registered, Source};
 use crate::engine::backend::ReadOp;
@@ -52,6 +69,9 @@ fn claims(name: &Path) -> bool {
     })
 }
 
+/// The largest GET, in KiB: S3's guidance for ranged GETs (8-16 MiB) and mountpoint-s3's part.
+const REQUEST_KB: u64 = 8 << 10;
+
 /// The runtime every remote source's GETs run on: object_store is async; the engine's
 /// workers block on it.
 fn runtime() -> io::Result<&'static tokio::runtime::Runtime> {
@@ -69,8 +89,63 @@ fn runtime() -> io::Result<&'static tokio::runtime::Runtime> {
         .map_err(|e| io::Error::other(format!("cannot start the remote runtime: {e}")))
 }
 
-fn open(name: &Path, _settings: &OpenSettings) -> io::Result<Opened> {
+/// How often and how long object_store retries one request (see the module comment).
+pub(crate) const RETRY: RetrySettings = RetrySettings {
+    max_retries: 4,
+    first_backoff: Duration::from_millis(100),
+    max_backoff: Duration::from_secs(2),
+    within: Duration::from_secs(30),
+};
+
+/// See [`RETRY`].
+pub(crate) struct RetrySettings {
+    pub max_retries: usize,
+    pub first_backoff: Duration,
+    pub max_backoff: Duration,
+    pub within: Duration,
+}
+
+/// [`RETRY`], with the options `max_retries` (a count) and `retry_timeout` (seconds) taken
+/// out of `options`, which keeps the rest for the store.
+fn retry_config(
+    name: &Path,
+    options: &[(String, String)],
+) -> io::Result<(RetryConfig, Vec<(String, String)>)> {
+    let mut config = RetryConfig {
+        backoff: BackoffConfig {
+            init_backoff: RETRY.first_backoff,
+            max_backoff: RETRY.max_backoff,
+            base: 2.0,
+        },
+        max_retries: RETRY.max_retries,
+        retry_timeout: RETRY.within,
+    };
+    let mut rest = Vec::new();
+    for (key, value) in options {
+        let bad = || {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{}: remote option {key}: {value:?} is not a number",
+                    name.display()
+                ),
+            )
+        };
+        match key.as_str() {
+            "max_retries" => config.max_retries = value.parse().map_err(|_| bad())?,
+            "retry_timeout" => {
+                let secs: f64 = value.trim_end_matches('s').parse().map_err(|_| bad())?;
+                config.retry_timeout = Duration::try_from_secs_f64(secs).map_err(|_| bad())?;
+            }
+            _ => rest.push((key.clone(), value.clone())),
+        }
+    }
+    Ok((config, rest))
+}
+
+fn open(name: &Path, settings: &OpenSettings) -> io::Result<Opened> {
     let text = name.to_str().ok_or_else(|| bad_url(name, "not UTF-8"))?;
+    let (retry, options) = retry_config(name, settings.remote_options)?;
     let (store, location): (Arc<dyn ObjectStore>, ObjectPath) = if let Some(rest) =
         text.strip_prefix("s3://")
     {
@@ -78,8 +153,18 @@ fn open(name: &Path, _settings: &OpenSettings) -> io::Result<Opened> {
         if bucket.is_empty() || key.is_empty() {
             return Err(bad_url(name, "expected s3://bucket/key"));
         }
-        let mut builder = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
-        if std::env::var("AWS_ENDPOINT_URL").is_ok_and(|e| e.starts_with("http://")) {
+        let mut builder = AmazonS3Builder::from_env()
+            .with_bucket_name(bucket)
+            .with_retry(retry.clone());
+        let mut endpoint = std::env::var("AWS_ENDPOINT_URL").ok();
+        for (key, value) in options.iter() {
+            let parsed: AmazonS3ConfigKey = key.parse().map_err(|_| unknown_option(name, key))?;
+            if parsed == AmazonS3ConfigKey::Endpoint {
+                endpoint = Some(value.clone());
+            }
+            builder = builder.with_config(parsed, value);
+        }
+        if endpoint.is_some_and(|e| e.starts_with("http://")) {
             builder = builder.with_allow_http(true);
         }
         let store = builder
@@ -93,11 +178,15 @@ fn open(name: &Path, _settings: &OpenSettings) -> io::Result<Opened> {
             .map(|i| scheme_end + i)
             .ok_or_else(|| bad_url(name, "no object path after the host"))?;
         let (origin, path) = text.split_at(path_start);
+        let mut client = ClientOptions::new().with_allow_http(text.starts_with("http://"));
+        for (key, value) in options.iter() {
+            let parsed: ClientConfigKey = key.parse().map_err(|_| unknown_option(name, key))?;
+            client = client.with_config(parsed, value);
+        }
         let store = object_store::http::HttpBuilder::new()
             .with_url(origin)
-            .with_client_options(
-                object_store::ClientOptions::new().with_allow_http(text.starts_with("http://")),
-            )
+            .with_client_options(client)
+            .with_retry(retry)
             .build()
             .map_err(|e| store_error(name, "cannot reach it", e))?;
         let location = ObjectPath::parse(path.trim_start_matches('/'))
@@ -116,7 +205,7 @@ pub(crate) fn open_object(
     let meta = runtime()?
         .block_on(store.head(&location))
         .map_err(|e| store_error(&name, "cannot open it", e))?;
-    let mut notes = vec!["remote object: read with ranged GETs on the threads backend".to_string()];
+    let mut notes = vec!["remote object: ranged GETs, one per engine thread".to_string()];
     let version = match &meta.e_tag {
         Some(tag) => fingerprint(tag.as_bytes()),
         None => {
@@ -150,6 +239,16 @@ fn fingerprint(bytes: &[u8]) -> i128 {
     h as i128
 }
 
+fn unknown_option(name: &Path, key: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "{}: unknown remote option {key:?} (object_store's config keys: endpoint, region, access_key_id, timeout, ...)",
+            name.display()
+        ),
+    )
+}
+
 fn bad_url(name: &Path, why: &str) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidInput,
@@ -168,9 +267,22 @@ fn store_error(name: &Path, doing: &str, e: object_store::Error) -> io::Error {
         _ => io::ErrorKind::Other,
     };
     let why = match &e {
+        object_store::Error::NotFound { .. } if name.starts_with("s3://") => {
+            "no such object (or no such bucket)".to_string()
+        }
         object_store::Error::NotFound { .. } => "no such object".to_string(),
+        object_store::Error::PermissionDenied { .. }
+        | object_store::Error::Unauthenticated { .. } => {
+            "access denied: check the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE) and the object's permissions".to_string()
+        }
         object_store::Error::Precondition { .. } => {
             "the object changed since it was opened".to_string()
+        }
+        // With no credentials anywhere, object_store falls back to the EC2 instance metadata
+        // service; off EC2 that fails with a message about a link-local address.
+        other if other.to_string().contains("169.254.169.254") => {
+            "no credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)"
+                .to_string()
         }
         other => other.to_string(),
     };
@@ -194,15 +306,29 @@ impl RemoteSource {
             if_match: self.e_tag.clone(),
             ..GetOptions::default()
         };
-        let body = runtime()?
-            .block_on(async {
-                self.store
-                    .get_opts(&self.location, options)
-                    .await?
-                    .bytes()
-                    .await
-            })
+        // The GET runs on the runtime's threads (their stacks, their connection pool); this
+        // thread, one of the engine's pool with a small stack, only waits for it.
+        let store = self.store.clone();
+        let location = self.location.clone();
+        let rt = runtime()?;
+        let (e_tag, size, body) = rt
+            .block_on(rt.spawn(async move {
+                let got = store.get_opts(&location, options).await?;
+                let (e_tag, size) = (got.meta.e_tag.clone(), got.meta.size);
+                Ok::<_, object_store::Error>((e_tag, size, got.bytes().await?))
+            }))
+            .map_err(|e| io::Error::other(format!("{}: read failed: {e}", self.name.display())))?
             .map_err(|e| store_error(&self.name, "read failed", e))?;
+        // A server that ignores If-Match (lighttpd does, for ranges) still names what it sent.
+        if size != self.size || (self.e_tag.is_some() && e_tag.is_some() && e_tag != self.e_tag) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: read failed: the object changed since it was opened",
+                    self.name.display()
+                ),
+            ));
+        }
         if (body.len() as u64) < end - start {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
@@ -233,7 +359,11 @@ impl Source for RemoteSource {
         true
     }
     fn limits(&self) -> Limits {
-        Limits::default()
+        Limits {
+            read_ahead_kb: None,
+            max_sectors_kb: Some(REQUEST_KB),
+            starts_as: Some(crate::sim::DeviceModel::REMOTE),
+        }
     }
     fn fd(&self) -> Option<BorrowedFd<'_>> {
         None
@@ -348,6 +478,7 @@ mod tests {
                 &OpenSettings {
                     direct: true,
                     leases: false,
+                    remote_options: &[],
                 },
             )
             .err()
