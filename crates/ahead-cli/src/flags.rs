@@ -76,6 +76,21 @@ pub(crate) struct BenchArgs {
     /// the first engine run's requests over time beside it (NAME-windows.svg).
     #[arg(long)]
     pub(crate) plot: Option<PathBuf>,
+    /// Bench a remote object instead (s3://bucket/key or http(s)://host/path): contenders
+    /// ahead:adaptive, ahead:linux-ondemand, naive, fsspec and device, on remote patterns.
+    #[arg(long, conflicts_with_all = ["file", "dir"])]
+    pub(crate) remote: Option<String>,
+    /// With --remote: put toxiproxy (tools/test-servers installs it) in front of the server,
+    /// adding this latency each way, in ms.
+    #[arg(long, requires = "remote")]
+    pub(crate) latency_ms: Option<u64>,
+    /// With --remote: through toxiproxy, cap each connection's bandwidth (per second: 100m).
+    #[arg(long, requires = "remote")]
+    pub(crate) bandwidth: Option<String>,
+    /// With --remote: the Python that runs the fsspec contender (needs s3fs or fsspec's
+    /// HTTP support; skipped, saying so, where missing).
+    #[arg(long, requires = "remote", default_value = "python3")]
+    pub(crate) python: String,
 }
 
 #[derive(Args)]

@@ -12,6 +12,7 @@ mod patterns;
 mod plot;
 mod raw;
 mod registry;
+pub mod remote;
 mod report;
 pub mod sources;
 

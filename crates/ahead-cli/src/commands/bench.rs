@@ -4,6 +4,9 @@ use crate::*;
 
 pub(crate) fn cmd_bench(a: BenchArgs) -> Result<String, Failure> {
     use bench::sources::{Contender, EngineSettings};
+    if let Some(url) = &a.remote {
+        return bench::remote::cmd(url, &a);
+    }
     let size = ahead::units::parse_size(a.size.as_deref().unwrap_or("2g"))
         .map_err(|e| usage(format!("--size: {e}")))?
         .0;

@@ -205,7 +205,7 @@ pub(crate) fn open_object(
     let meta = runtime()?
         .block_on(store.head(&location))
         .map_err(|e| store_error(&name, "cannot open it", e))?;
-    let mut notes = vec!["remote object: ranged GETs, one per engine thread".to_string()];
+    let mut notes = Vec::new();
     let version = match &meta.e_tag {
         Some(tag) => fingerprint(tag.as_bytes()),
         None => {
