@@ -174,7 +174,13 @@ fn faults_through_the_proxy_change_no_byte_and_lose_no_read() {
                 ("retry_timeout", "120"),
             ],
         );
-        let file = Arc::new(engine.open(&url).unwrap());
+        // The open's HEAD meets the faults too; without retries, try it again here (the
+        // reads are what this test is about).
+        let file = Arc::new(
+            (0..50)
+                .find_map(|_| engine.open(&url).ok())
+                .expect("the HEAD got through in 50 tries"),
+        );
         let failed = std::sync::atomic::AtomicU64::new(0);
         std::thread::scope(|s| {
             for t in 0..4u64 {
@@ -207,11 +213,12 @@ fn faults_through_the_proxy_change_no_byte_and_lose_no_read() {
         )
     };
     // Without retries the faults reach the reader: they are there.
-    let (failed, stats) = read_all("0");
-    assert!(
-        failed > 0 && stats.io_errors > 0,
-        "no fault reached: {stats:?}"
-    );
+    // (A few connections may all draw no toxic: up to five rounds.)
+    let reached = (0..5).any(|_| {
+        let (failed, stats) = read_all("0");
+        failed > 0 && stats.io_errors > 0
+    });
+    assert!(reached, "no fault reached a reader in five rounds");
     // With retries none does, and every byte is right.
     let (failed, stats) = read_all("10");
     assert_eq!((failed, stats.io_errors), (0, 0), "{stats:?}");
