@@ -73,44 +73,9 @@ pub(crate) fn cmd(url: &str, a: &BenchArgs) -> Result<String, Failure> {
         }
         None => 256 << 20,
     };
-    let patterns: Vec<&str> = match &a.patterns {
-        Some(list) => list
-            .split(',')
-            .map(|p| {
-                let p = p.trim();
-                PATTERNS
-                    .iter()
-                    .find(|(n, _)| *n == p)
-                    .map(|(n, _)| *n)
-                    .ok_or_else(|| {
-                        usage(format!(
-                            "unknown remote pattern '{p}'; known: {}",
-                            names(PATTERNS)
-                        ))
-                    })
-            })
-            .collect::<Result<_, _>>()?,
-        None => PATTERNS.iter().map(|(n, _)| *n).collect(),
-    };
-    let contenders: Vec<&str> = match &a.contenders {
-        Some(list) => list
-            .split(',')
-            .map(|c| {
-                let c = c.trim();
-                CONTENDERS
-                    .iter()
-                    .find(|n| **n == c)
-                    .copied()
-                    .ok_or_else(|| {
-                        usage(format!(
-                            "unknown remote contender '{c}'; known: {}",
-                            CONTENDERS.join(", ")
-                        ))
-                    })
-            })
-            .collect::<Result<_, _>>()?,
-        None => CONTENDERS.to_vec(),
-    };
+    let pattern_names: Vec<&str> = PATTERNS.iter().map(|(n, _)| *n).collect();
+    let patterns = pick(a.patterns.as_deref(), &pattern_names, "pattern")?;
+    let contenders = pick(a.contenders.as_deref(), CONTENDERS, "contender")?;
     let repeat = a.repeat.unwrap_or(if a.quick { 1 } else { 3 });
     if repeat == 0 || repeat > 100 {
         return Err(usage("--repeat must be between 1 and 100"));
@@ -195,8 +160,26 @@ pub(crate) fn cmd(url: &str, a: &BenchArgs) -> Result<String, Failure> {
     Ok(out)
 }
 
-fn names(list: &[(&str, &str)]) -> String {
-    list.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+/// The names in the comma-separated `list` (all of `known` without one), each one of `known`.
+fn pick(
+    list: Option<&str>,
+    known: &[&'static str],
+    what: &str,
+) -> Result<Vec<&'static str>, Failure> {
+    let Some(list) = list else {
+        return Ok(known.to_vec());
+    };
+    list.split(',')
+        .map(|name| {
+            let name = name.trim();
+            known.iter().find(|k| **k == name).copied().ok_or_else(|| {
+                usage(format!(
+                    "unknown remote {what} '{name}'; known: {}",
+                    known.join(", ")
+                ))
+            })
+        })
+        .collect()
 }
 
 /// A pattern's runs: each contender's, in order.
