@@ -90,20 +90,15 @@ fn runtime() -> io::Result<&'static tokio::runtime::Runtime> {
 }
 
 /// How often and how long object_store retries one request (see the module comment).
-pub(crate) const RETRY: RetrySettings = RetrySettings {
+pub(crate) const RETRY: RetryConfig = RetryConfig {
+    backoff: BackoffConfig {
+        init_backoff: Duration::from_millis(100),
+        max_backoff: Duration::from_secs(2),
+        base: 2.0,
+    },
     max_retries: 4,
-    first_backoff: Duration::from_millis(100),
-    max_backoff: Duration::from_secs(2),
-    within: Duration::from_secs(30),
+    retry_timeout: Duration::from_secs(30),
 };
-
-/// See [`RETRY`].
-pub(crate) struct RetrySettings {
-    pub max_retries: usize,
-    pub first_backoff: Duration,
-    pub max_backoff: Duration,
-    pub within: Duration,
-}
 
 /// [`RETRY`], with the options `max_retries` (a count) and `retry_timeout` (seconds) taken
 /// out of `options`, which keeps the rest for the store.
@@ -111,15 +106,7 @@ fn retry_config(
     name: &Path,
     options: &[(String, String)],
 ) -> io::Result<(RetryConfig, Vec<(String, String)>)> {
-    let mut config = RetryConfig {
-        backoff: BackoffConfig {
-            init_backoff: RETRY.first_backoff,
-            max_backoff: RETRY.max_backoff,
-            base: 2.0,
-        },
-        max_retries: RETRY.max_retries,
-        retry_timeout: RETRY.within,
-    };
+    let mut config = RETRY;
     let mut rest = Vec::new();
     for (key, value) in options {
         let bad = || {
