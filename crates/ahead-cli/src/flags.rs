@@ -91,6 +91,10 @@ pub(crate) struct BenchArgs {
     /// HTTP support; skipped, saying so, where missing).
     #[arg(long, requires = "remote", default_value = "python3")]
     pub(crate) python: String,
+    /// With --remote: the 100 objects of the objects-* patterns, as a template where {}
+    /// becomes 000..099 (s3://bucket/many/{}.bin); without it those patterns are left out.
+    #[arg(long, requires = "remote")]
+    pub(crate) objects: Option<String>,
 }
 
 #[derive(Args)]

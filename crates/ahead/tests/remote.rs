@@ -1,5 +1,5 @@
 //! Remote objects against real servers on loopback, started here: versitygw (S3), lighttpd
-//! (HTTP with Range), toxiproxy (latency and faults) and a gateway that answers 503 SlowDown
+//! (HTTP with Range, and HTTPS), toxiproxy (latency and faults) and a gateway that answers 503 SlowDown
 //! (see `common/servers.rs`). Every byte the engine returns equals the object's; faults change
 //! no byte and lose no read; a changed object is an error. Where a server is not installed the
 //! test skips saying which (`tools/test-servers` installs them; CI requires them).
@@ -25,6 +25,8 @@ const BUCKET: &str = "ahead-test";
 /// Put `bytes` at `key` of the gateway at `endpoint` (an upload, so the object has the ETag
 /// the gateway computes).
 fn put(endpoint: &str, key: &str, bytes: &[u8]) {
+    // rustls's process-wide provider (the engine installs the same one on its first open).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let store = AmazonS3Builder::new()
         .with_endpoint(endpoint)
         .with_allow_http(true)
@@ -343,6 +345,36 @@ fn http_objects_read_byte_for_byte_from_lighttpd_and_a_rewrite_is_caught() {
     assert!(
         err.to_string().contains("changed since it was opened"),
         "{err}"
+    );
+}
+
+#[test]
+fn https_objects_read_byte_for_byte_and_an_untrusted_certificate_is_an_error() {
+    let Some(web) = need(servers::lighttpd_https()) else {
+        return;
+    };
+    let size = 2 * 1024 * 1024 + 333;
+    let bytes = common::content(size, 23);
+    std::fs::write(web.dir.0.join("docs/object.bin"), &bytes).unwrap();
+    let url = format!("https://{}/object.bin", web.addr);
+    // The certificate is self-signed: trusted by no root, so the default open refuses it.
+    let strict = Engine::builder().budget(8 << 20).build().unwrap();
+    let err = strict.open(&url).err().expect("an untrusted certificate");
+    assert!(
+        err.to_string().contains("object.bin") && err.to_string().contains("certificate"),
+        "{err}"
+    );
+    let engine = Engine::builder()
+        .budget(8 << 20)
+        .remote_option("allow_invalid_certificates", "true")
+        .build()
+        .unwrap();
+    let file = engine.open(&url).unwrap();
+    assert_eq!(read_full(&file, 0, size).unwrap(), bytes);
+    let back = size - 100_000;
+    assert_eq!(
+        read_full(&file, back as u64, 100_000).unwrap(),
+        &bytes[back..]
     );
 }
 

@@ -8,8 +8,14 @@
 //! * `naive`: one GET per read, as an unbuffered client does (the engine with policy `none`).
 //! * `fsspec`: Python's fsspec (s3fs for `s3://`) with its default readahead cache, run as a
 //!   subprocess on the same object and reads, where Python has the packages.
-//! * `device`: the link's ceiling: the object (up to 512 MiB) in large ranged GETs, many at
-//!   once: the best of 8 and 16 MiB GETs, 16 and 32 at a time, swept in each run.
+//! * `device`: the link's ceiling: the pattern's objects (the URL's up to 512 MiB, or the
+//!   `--objects`) in large ranged GETs, many at once, each worker starting its next GET as one
+//!   ends: the best of [`DEVICE_SWEEP`], swept in each run. Opening the objects (a HEAD each) is
+//!   not timed.
+//!
+//! `--objects TEMPLATE` names the many-objects patterns' 100 objects (`{}` becomes 000..099).
+//! Every engine run starts from a reset peak RSS (`/proc/self/clear_refs`), so the peak it
+//! reports is that run's: the cache, its buffers and the rest of the process.
 //!
 //! With `--latency-ms` or `--bandwidth`, the bench starts toxiproxy in front of the server
 //! (the URL's host, or `AWS_ENDPOINT_URL` for `s3://`) and reads through it. The server's own
@@ -22,7 +28,6 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ahead::engine::{Engine, File};
@@ -48,7 +53,25 @@ pub const PATTERNS: &[(&str, &str)] = &[
         "skip-forward",
         "1 MiB reads: 48 MiB read, 16 MiB skipped, again",
     ),
+    (
+        "objects-in-turn",
+        "100 objects (--objects) one after another: open, 1 MiB reads to the end, close",
+    ),
+    (
+        "objects-64-at-once",
+        "64 objects (--objects) open at once, 1 MiB from each in turn (a 64-way merge)",
+    ),
 ];
+
+/// The many-objects patterns: how many objects `--objects` names, and how many are read at
+/// once by `objects-64-at-once`.
+const OBJECTS: usize = 100;
+const AT_ONCE: usize = 64;
+
+/// The patterns that read `--objects` instead of the URL's object.
+fn reads_objects(pattern: &str) -> bool {
+    pattern.starts_with("objects-")
+}
 
 /// The contenders, in the order they alternate.
 const CONTENDERS: &[&str] = &[
@@ -60,8 +83,16 @@ const CONTENDERS: &[&str] = &[
 ];
 
 /// The device yardstick: the best of ranged GETs of these sizes, this many at once, over at
-/// most [`DEVICE_BYTES`] of the object.
-const DEVICE_SWEEP: &[(u64, u64)] = &[(8 << 20, 16), (16 << 20, 16), (8 << 20, 32), (16 << 20, 32)];
+/// most [`DEVICE_BYTES`] of the object. The small sizes keep a small object (or one without
+/// latency) from being read in one wave of a few large GETs.
+const DEVICE_SWEEP: &[(u64, u64)] = &[
+    (2 << 20, 32),
+    (4 << 20, 32),
+    (8 << 20, 16),
+    (8 << 20, 32),
+    (16 << 20, 16),
+    (16 << 20, 32),
+];
 const DEVICE_BYTES: u64 = 512 << 20;
 
 pub(crate) fn cmd(url: &str, a: &BenchArgs) -> Result<String, Failure> {
@@ -74,7 +105,26 @@ pub(crate) fn cmd(url: &str, a: &BenchArgs) -> Result<String, Failure> {
         None => 256 << 20,
     };
     let pattern_names: Vec<&str> = PATTERNS.iter().map(|(n, _)| *n).collect();
-    let patterns = pick(a.patterns.as_deref(), &pattern_names, "pattern")?;
+    let mut patterns = pick(a.patterns.as_deref(), &pattern_names, "pattern")?;
+    let objects: Vec<String> = match &a.objects {
+        Some(template) if template.contains("{}") => (0..OBJECTS)
+            .map(|i| template.replace("{}", &format!("{i:03}")))
+            .collect(),
+        Some(_) => {
+            return Err(usage(
+                "--objects: the template needs {} (replaced by 000..099)",
+            ))
+        }
+        None if a.patterns.is_some() && patterns.iter().any(|p| reads_objects(p)) => {
+            return Err(usage(
+                "the objects-* patterns read --objects TEMPLATE (say s3://bucket/many/{}.bin)",
+            ))
+        }
+        None => {
+            patterns.retain(|p| !reads_objects(p));
+            Vec::new()
+        }
+    };
     let contenders = pick(a.contenders.as_deref(), CONTENDERS, "contender")?;
     let repeat = a.repeat.unwrap_or(if a.quick { 1 } else { 3 });
     if repeat == 0 || repeat > 100 {
@@ -90,6 +140,7 @@ pub(crate) fn cmd(url: &str, a: &BenchArgs) -> Result<String, Failure> {
         None => None,
     };
     let link = Link::set_up(url, a.latency_ms, bandwidth)?;
+    let objects: Vec<String> = objects.iter().map(|o| link.via_proxy(o)).collect();
     let size = {
         let engine = link.engine("none", 8 << 20, None)?;
         let file = engine.open(&link.url).map_err(|e| runtime(e.to_string()))?;
@@ -108,25 +159,46 @@ pub(crate) fn cmd(url: &str, a: &BenchArgs) -> Result<String, Failure> {
     );
     let mut rows = Vec::new();
     for pattern in &patterns {
-        let reads = reads_of(pattern, size);
+        let many = match *pattern {
+            "objects-in-turn" => Some((&objects[..], false)),
+            "objects-64-at-once" => Some((&objects[..AT_ONCE], true)),
+            _ => None,
+        };
+        let reads = if many.is_some() {
+            Vec::new()
+        } else {
+            reads_of(pattern, size)
+        };
+        let device_targets = match many {
+            Some((urls, _)) => urls.iter().map(|u| (u.clone(), u64::MAX)).collect(),
+            None => vec![(link.url.clone(), DEVICE_BYTES)],
+        };
         let mut runs: Vec<(&str, Vec<RemoteRun>)> =
             contenders.iter().map(|c| (*c, Vec::new())).collect();
         for _ in 0..repeat {
             for (contender, done) in runs.iter_mut() {
-                let run = match *contender {
-                    "device" => link.device(size)?,
-                    "fsspec" => match &fsspec {
+                let policy = match *contender {
+                    "naive" => "none",
+                    c => c.strip_prefix("ahead:").unwrap_or(c),
+                };
+                let run = match (*contender, many) {
+                    ("device", _) => link.device(&device_targets)?,
+                    ("fsspec", Some(_)) => continue,
+                    ("fsspec", None) => match &fsspec {
                         Some(f) => f.run(&reads, cap)?,
                         None => continue,
                     },
-                    "naive" => link.run_engine("none", budget, &reads, cap)?,
-                    policy => link.run_engine(&policy["ahead:".len()..], budget, &reads, cap)?,
+                    (_, Some((urls, at_once))) => {
+                        link.run_objects(policy, budget, urls, at_once, cap)?
+                    }
+                    (_, None) => link.run_engine(policy, budget, &reads, cap)?,
                 };
                 eprintln!(
-                    "  {pattern:<13} {contender:<21} {:>8.1} MB/s  p50 {:>7.2} ms  {} GETs {}",
+                    "  {pattern:<18} {contender:<21} {:>8.1} MB/s  p50 {:>7.2} ms  {} GETs  peak {} MiB {}",
                     run.mb_per_s,
                     run.p50_ms,
                     run.requests,
+                    run.peak_rss >> 20,
                     run.ceiling.as_deref().unwrap_or("")
                 );
                 done.push(run);
@@ -134,13 +206,16 @@ pub(crate) fn cmd(url: &str, a: &BenchArgs) -> Result<String, Failure> {
         }
         rows.push((pattern.to_string(), runs));
     }
+    if patterns.iter().any(|p| reads_objects(p)) && contenders.contains(&"fsspec") {
+        eprintln!("note: fsspec does not run the objects-* patterns");
+    }
     if contenders.contains(&"fsspec") && fsspec.is_none() {
         eprintln!(
             "note: fsspec skipped: {} has no s3fs/fsspec (pip install s3fs)",
             a.python
         );
     }
-    let out = table(&rows);
+    let out = table(&rows, budget);
     if let Some(path) = &a.json {
         let v = json!({
             "url": url,
@@ -148,6 +223,7 @@ pub(crate) fn cmd(url: &str, a: &BenchArgs) -> Result<String, Failure> {
             "latency_ms_each_way": a.latency_ms,
             "bandwidth_per_connection": bandwidth,
             "budget": budget,
+            "objects": a.objects,
             "repeat": repeat,
             "patterns": rows.iter().map(|(p, runs)| json!({
                 "pattern": p,
@@ -198,7 +274,8 @@ pub struct RemoteRun {
     pub requests: u64,
     /// Bytes fetched that no read asked for, as a share of those fetched (engine contenders).
     pub unused_share: Option<f64>,
-    /// Peak resident memory of this process so far, in bytes (`VmHWM`).
+    /// Peak resident memory during the run, in bytes: this process's (`VmHWM`, reset as the run
+    /// starts) or, for fsspec, its subprocess's.
     pub peak_rss: u64,
     /// For `device`: the sweep's best configuration.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -249,6 +326,8 @@ fn reads_of(pattern: &str, size: u64) -> Vec<(u64, u64)> {
 struct Link {
     url: String,
     endpoint: Option<String>,
+    /// For an http(s) URL behind the proxy: the server's origin and the proxy's, to swap.
+    http_front: Option<(String, String)>,
     proxy: Option<Toxiproxy>,
     latency_ms: Option<u64>,
     bandwidth: Option<u64>,
@@ -259,6 +338,7 @@ impl Link {
         let mut link = Link {
             url: url.to_string(),
             endpoint: None,
+            http_front: None,
             proxy: None,
             latency_ms,
             bandwidth,
@@ -289,9 +369,20 @@ impl Link {
             link.endpoint = Some(front);
         } else {
             link.url = format!("{front}{path}");
+            link.http_front = Some((format!("http://{hostport}"), front));
         }
         link.proxy = Some(proxy);
         Ok(link)
+    }
+
+    /// `url` as the contenders reach it: through the proxy, if there is one.
+    fn via_proxy(&self, url: &str) -> String {
+        match &self.http_front {
+            Some((origin, front)) if url.starts_with(origin.as_str()) => {
+                format!("{front}{}", &url[origin.len()..])
+            }
+            _ => url.to_string(),
+        }
     }
 
     fn describe(&self) -> String {
@@ -328,6 +419,7 @@ impl Link {
         reads: &[(u64, u64)],
         cap: Duration,
     ) -> Result<RemoteRun, Failure> {
+        reset_peak_rss();
         let engine = self.engine(policy, budget, None)?;
         let file = engine.open(&self.url).map_err(|e| runtime(e.to_string()))?;
         let mut buf = vec![0u8; reads.iter().map(|r| r.1).max().unwrap_or(0) as usize];
@@ -360,11 +452,80 @@ impl Link {
         })
     }
 
-    /// The link's ceiling: the best of [`DEVICE_SWEEP`].
-    fn device(&self, size: u64) -> Result<RemoteRun, Failure> {
+    /// One contender's run of a many-objects pattern on a new engine with `policy`: the
+    /// `urls` one after another (open, 1 MiB reads to the end, close), or all open at once and
+    /// read 1 MiB from each in turn. Opens are timed: a reader pays them.
+    fn run_objects(
+        &self,
+        policy: &str,
+        budget: u64,
+        urls: &[String],
+        at_once: bool,
+        cap: Duration,
+    ) -> Result<RemoteRun, Failure> {
+        const READ: u64 = 1 << 20;
+        reset_peak_rss();
+        let engine = self.engine(policy, budget, None)?;
+        let open = |url: &String| engine.open(url).map_err(|e| runtime(e.to_string()));
+        let mut buf = vec![0u8; READ as usize];
+        let mut lat = Vec::new();
+        let mut bytes = 0;
+        let start = Instant::now();
+        let mut read = |file: &File, off: u64| -> Result<u64, Failure> {
+            let t = Instant::now();
+            let n = read_full(file, off, &mut buf).map_err(|e| runtime(e.to_string()))? as u64;
+            lat.push(t.elapsed());
+            bytes += n;
+            Ok(n)
+        };
+        if at_once {
+            let files = urls.iter().map(open).collect::<Result<Vec<_>, _>>()?;
+            let mut off = 0;
+            while start.elapsed() <= cap && files.iter().any(|f| off < f.len()) {
+                for file in files.iter().filter(|f| off < f.len()) {
+                    read(file, off)?;
+                }
+                off += READ;
+            }
+        } else {
+            for url in urls {
+                let file = open(url)?;
+                let mut off = 0;
+                while off < file.len() && start.elapsed() <= cap {
+                    off += read(&file, off)?.max(1);
+                }
+                if start.elapsed() > cap {
+                    break;
+                }
+            }
+        }
+        let elapsed = start.elapsed();
+        let stats = engine.stats();
+        let used = bytes.div_ceil(4096);
+        Ok(RemoteRun {
+            unused_share: Some(if stats.pages_read == 0 {
+                0.0
+            } else {
+                stats.pages_read.saturating_sub(used) as f64 / stats.pages_read as f64
+            }),
+            requests: stats.requests,
+            ..measured(bytes, elapsed, &mut lat)
+        })
+    }
+
+    /// The link's ceiling over `targets` (a URL, and how many of its bytes to read at most):
+    /// the best of [`DEVICE_SWEEP`].
+    fn device(&self, targets: &[(String, u64)]) -> Result<RemoteRun, Failure> {
+        let engine = self.engine("none", 8 << 20, None)?;
+        let mut files = Vec::new();
+        for (url, most) in targets {
+            let file = engine.open(url).map_err(|e| runtime(e.to_string()))?;
+            let len = file.len().min(*most);
+            files.push((url.as_str(), len));
+        }
         let mut best: Option<RemoteRun> = None;
         for &(get, parallel) in DEVICE_SWEEP {
-            let run = self.device_with(size, get, parallel)?;
+            let run = self.device_with(&files, get, parallel)?;
             if best.as_ref().is_none_or(|b| run.mb_per_s > b.mb_per_s) {
                 best = Some(run);
             }
@@ -372,26 +533,55 @@ impl Link {
         Ok(best.expect("a sweep of several"))
     }
 
-    /// `parallel` GETs of `get` bytes at a time over the object's first [`DEVICE_BYTES`].
-    fn device_with(&self, size: u64, get: u64, parallel: u64) -> Result<RemoteRun, Failure> {
-        let total = size.min(DEVICE_BYTES);
+    /// `parallel` GETs of up to `get` bytes at a time over `files` (a URL and its bytes to
+    /// read): each worker takes the next GET as its last one ends.
+    fn device_with(
+        &self,
+        files: &[(&str, u64)],
+        get: u64,
+        parallel: u64,
+    ) -> Result<RemoteRun, Failure> {
         let engine = self.engine("none", (parallel + 2).max(4) * get, Some(get >> 10))?;
-        let file = Arc::new(engine.open(&self.url).map_err(|e| runtime(e.to_string()))?);
+        // The opens (a HEAD each) at once: they are not what is measured.
+        let opened = std::thread::scope(|s| {
+            let opening: Vec<_> = files
+                .iter()
+                .map(|&(url, _)| {
+                    let engine = &engine;
+                    s.spawn(move || engine.open(url))
+                })
+                .collect();
+            opening
+                .into_iter()
+                .map(|o| {
+                    o.join()
+                        .expect("no panic")
+                        .map_err(|e| runtime(e.to_string()))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })?;
+        let gets: Vec<(usize, u64, u64)> = files
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &(_, len))| {
+                (0..len.div_ceil(get)).map(move |k| (i, k * get, get.min(len - k * get)))
+            })
+            .collect();
+        let total: u64 = files.iter().map(|f| f.1).sum();
         let next = AtomicU64::new(0);
         let start = Instant::now();
         let failed = std::thread::scope(|s| {
             let workers: Vec<_> = (0..parallel)
                 .map(|_| {
-                    let (file, next) = (file.clone(), &next);
+                    let (opened, gets, next) = (&opened, &gets, &next);
                     s.spawn(move || {
                         let mut buf = vec![0u8; get as usize];
                         loop {
-                            let off = next.fetch_add(get, Ordering::Relaxed);
-                            if off >= total {
+                            let at = next.fetch_add(1, Ordering::Relaxed) as usize;
+                            let Some(&(i, off, len)) = gets.get(at) else {
                                 return Ok::<(), std::io::Error>(());
-                            }
-                            let len = get.min(total - off) as usize;
-                            read_full(&file, off, &mut buf[..len])?;
+                            };
+                            read_full(&opened[i], off, &mut buf[..len as usize])?;
                         }
                     })
                 })
@@ -444,6 +634,23 @@ fn read_full(file: &File, off: u64, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(n)
 }
 
+/// Start this process's peak resident memory (`VmHWM`) over from what is resident now, after
+/// giving back what earlier runs freed.
+fn reset_peak_rss() {
+    // glibc keeps large freed blocks (the device run's 16 MiB buffers) resident in its arenas
+    // once they have raised its dynamic mmap threshold; a fixed threshold maps and unmaps
+    // them instead, so a run's peak is its own.
+    static FIXED_THRESHOLD: std::sync::Once = std::sync::Once::new();
+    FIXED_THRESHOLD.call_once(|| {
+        // SAFETY: mallopt only changes the allocator's tuning.
+        unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20) };
+    });
+    // SAFETY: malloc_trim only returns free memory to the system.
+    unsafe { libc::malloc_trim(0) };
+    // "5" resets the peak (Linux 4.0 and later); where it cannot, the peak is the process's.
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
 /// This process's peak resident memory (`VmHWM`), in bytes.
 fn peak_rss() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -457,8 +664,9 @@ fn peak_rss() -> u64 {
 }
 
 /// The table: per pattern and contender, the median MB/s with its spread, p50 latency, GETs,
-/// unused bytes, and the ratios to the device and to fsspec.
-fn table(rows: &[PatternRuns]) -> String {
+/// unused bytes, the highest peak RSS over the budget (engine contenders), and the ratios to
+/// the device and to fsspec.
+fn table(rows: &[PatternRuns], budget: u64) -> String {
     let med = |runs: &[RemoteRun], f: fn(&RemoteRun) -> f64| {
         let mut v: Vec<f64> = runs.iter().map(f).collect();
         v.sort_by(|a, b| a.total_cmp(b));
@@ -469,7 +677,7 @@ fn table(rows: &[PatternRuns]) -> String {
         )
     };
     let mut out = String::from(
-        "pattern        contender              MB/s (min-max)          p50 ms   GETs   unused  x device  x fsspec\n",
+        "pattern            contender              MB/s (min-max)          p50 ms   GETs   unused  RSS-budget  x device  x fsspec\n",
     );
     for (pattern, runs) in rows {
         let of = |name: &str| {
@@ -488,9 +696,17 @@ fn table(rows: &[PatternRuns]) -> String {
                 .iter()
                 .filter_map(|r| r.unused_share)
                 .fold(None, |a: Option<f64>, u| Some(a.unwrap_or(0.0).max(u)));
+            // Memory over the budget, in MiB (negative: under it); the device and fsspec keep
+            // their own buffers.
+            let over = if contender.starts_with("ahead:") || *contender == "naive" {
+                let peak = r.iter().map(|r| r.peak_rss).max().unwrap_or(0);
+                format!("{:+}", (peak as i64 - budget as i64) >> 20)
+            } else {
+                "-".to_string()
+            };
             let _ = writeln!(
                 out,
-                "{pattern:<14} {contender:<21} {m:>8.1} ({lo:>7.1}-{hi:>7.1})  {:>8.2} {:>6} {:>8} {:>8} {:>9}",
+                "{pattern:<18} {contender:<21} {m:>8.1} ({lo:>7.1}-{hi:>7.1})  {:>8.2} {:>6} {:>8} {over:>11} {:>8} {:>9}",
                 med(r, |r| r.p50_ms).0,
                 med(r, |r| r.requests as f64).0 as u64,
                 unused.map_or("-".to_string(), |u| format!("{:.1}%", u * 100.0)),

@@ -96,7 +96,9 @@
 //! stream, or of each of several threads taking turns over their own parts of a file, would
 //! otherwise wait a round trip of its own. A bet is won when a later read starts on the page
 //! after the read it was placed for; betting stops while fewer than one in four have won (the
-//! first three are free), so random reads lose three windows at most.
+//! first three are free). Until one has won, a bet is one more read's worth (the next read
+//! of a new stream needs no more to not wait), so random reads lose three reads' worth at
+//! most; after a win, bets are full first windows.
 //!
 //! **Hints.** Sequential: new streams are forward from their first read, their first window
 //! four times the unhinted guess.
@@ -246,11 +248,18 @@ impl Adaptive {
     /// bring in a first window past it, if a miss costs the reader [`BET_PAYOFF`] times that
     /// window's pages or more (a round trip to an object store: the reads of a new stream, or of
     /// threads taking turns, that would each wait for one) and at least one in four such bets
-    /// has been read since (the first three are free). A bet is won when a later read starts
-    /// on the page after the read it was placed for.
+    /// has been read since (the first three are free, and one read's worth until one wins). A
+    /// bet is won when a later read starts on the page after the read it was placed for.
     fn bet_past(&mut self, s: u64, e: u64, ctx: &mut dyn RaContext) {
-        let window = get_init_ra_size((e - s).max(1), self.ra_max).max(self.request_cost);
         let bets = &mut self.bets;
+        let read = (e - s).max(1);
+        // Until one has won, a bet is one more read's worth, not a first window: random reads
+        // then lose three reads' worth at most.
+        let window = if bets.won == 0 {
+            2 * read
+        } else {
+            get_init_ra_size(read, self.ra_max).max(self.request_cost)
+        };
         if self.miss_cost < BET_PAYOFF * window
             || bets.placed >= 4 * bets.won + 3
             || e >= ctx.file_pages().min(self.limit)

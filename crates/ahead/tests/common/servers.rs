@@ -1,5 +1,5 @@
 //! Real servers on loopback for the remote-object tests, started by the tests: versitygw (an
-//! S3-compatible gateway over a directory), lighttpd (HTTP with Range) and toxiproxy (latency,
+//! S3-compatible gateway over a directory), lighttpd (HTTP with Range, and HTTPS) and toxiproxy (latency,
 //! bandwidth and faults between the engine and either). `tools/test-servers` installs them
 //! into `target/tools/bin` (or `$AHEAD_TOOLS_BIN`); `.ci/run` runs it first.
 //!
@@ -160,25 +160,67 @@ pub fn versitygw(buckets: &[&str]) -> Result<Server, String> {
 
 /// lighttpd serving a fresh directory (its `dir.0/docs`), as the test user.
 pub fn lighttpd() -> Result<Server, String> {
+    lighttpd_serving(false)
+}
+
+/// lighttpd serving HTTPS (its TLS module) with a self-signed certificate made here for
+/// 127.0.0.1: at `https://{addr}`.
+pub fn lighttpd_https() -> Result<Server, String> {
+    lighttpd_serving(true)
+}
+
+fn lighttpd_serving(tls: bool) -> Result<Server, String> {
     let bin = tool("lighttpd")?;
     let dir = Scratch::new("lighttpd");
     let docs = dir.0.join("docs");
     std::fs::create_dir_all(&docs).unwrap();
     let port = free_port();
-    let conf = dir.0.join("lighttpd.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "server.document-root = \"{}\"\nserver.bind = \"127.0.0.1\"\nserver.port = {port}\n\
-             server.errorlog = \"{}\"\nserver.modules = ( )\n\
-             mimetype.assign = ( \"\" => \"application/octet-stream\" )\n",
-            docs.display(),
-            dir.0.join("error.log").display()
-        ),
-    )
-    .unwrap();
+    let mut conf = format!(
+        "server.document-root = \"{}\"\nserver.bind = \"127.0.0.1\"\nserver.port = {port}\n\
+         server.errorlog = \"{}\"\n\
+         mimetype.assign = ( \"\" => \"application/octet-stream\" )\n",
+        docs.display(),
+        dir.0.join("error.log").display()
+    );
+    if tls {
+        if !Path::new("/usr/lib/lighttpd/mod_openssl.so").exists() {
+            return Err("lighttpd's TLS module (lighttpd-mod-openssl) is not installed".into());
+        }
+        let pem = dir.0.join("server.pem");
+        let made = Command::new(tool("openssl")?)
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            ])
+            .args([
+                "-subj",
+                "/CN=127.0.0.1",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+            ])
+            .arg("-keyout")
+            .arg(&pem)
+            .arg("-out")
+            .arg(&pem)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map_err(|e| format!("openssl would not run: {e}"))?;
+        if !made.success() {
+            return Err(format!("openssl could not make a certificate ({made})"));
+        }
+        conf += &format!(
+            "server.modules = ( \"mod_openssl\" )\nssl.engine = \"enable\"\n\
+             ssl.pemfile = \"{}\"\n",
+            pem.display()
+        );
+    } else {
+        conf += "server.modules = ( )\n";
+    }
+    let path = dir.0.join("lighttpd.conf");
+    std::fs::write(&path, conf).unwrap();
     let mut command = Command::new(bin);
-    command.arg("-D").arg("-f").arg(&conf);
+    command.arg("-D").arg("-f").arg(&path);
     start(
         command,
         format!("127.0.0.1:{port}").parse().unwrap(),

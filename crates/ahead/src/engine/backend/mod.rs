@@ -104,22 +104,28 @@ impl ReadOp {
         self.slots.len() * PAGE_SIZE as usize
     }
 
-    /// Copy `src` into the op's slots, in order, as far as either goes: for a source that
-    /// reads by copying rather than through a descriptor. Bytes copied.
+    /// Copy `src` into the op's slots from byte `at` of the op on, as far as either goes: for a
+    /// source that reads by copying rather than through a descriptor. Bytes copied.
     #[cfg(any(test, feature = "remote"))]
-    pub fn copy_in(&self, src: &[u8]) -> usize {
-        let mut at = 0;
+    pub fn copy_in(&self, at: usize, src: &[u8]) -> usize {
+        let (mut skip, mut copied) = (at, 0);
         for iov in &self.iov {
-            let n = iov.iov_len.min(src.len() - at);
+            if skip >= iov.iov_len {
+                skip -= iov.iov_len;
+                continue;
+            }
+            let n = (iov.iov_len - skip).min(src.len() - copied);
             // SAFETY: the iovec covers arena slots this op owns while it is in flight.
-            let dst = unsafe { std::slice::from_raw_parts_mut(iov.iov_base.cast::<u8>(), n) };
-            dst.copy_from_slice(&src[at..at + n]);
-            at += n;
-            if at == src.len() {
+            let dst =
+                unsafe { std::slice::from_raw_parts_mut(iov.iov_base.cast::<u8>().add(skip), n) };
+            dst.copy_from_slice(&src[copied..copied + n]);
+            copied += n;
+            skip = 0;
+            if copied == src.len() {
                 break;
             }
         }
-        at
+        copied
     }
 }
 

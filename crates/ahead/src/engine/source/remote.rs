@@ -34,12 +34,14 @@
 //! (object_store's `AmazonS3Builder::from_env`), overridden by the engine's
 //! [`remote options`](crate::engine::EngineBuilder::remote_option) (object_store's config keys:
 //! `endpoint`, `access_key_id`, `timeout`, ...). An `http://` endpoint is allowed (loopback
-//! test servers). Errors name the object and what failed, never a key or a secret.
+//! test servers). Errors name the object and what failed, never a key or a secret. TLS is
+//! rustls with ring, which the first open installs as rustls's process-wide crypto provider
+//! unless the program has installed its own.
 
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
@@ -130,7 +132,18 @@ fn retry_config(
     Ok((config, rest))
 }
 
+/// rustls's crypto provider is process-wide: ring, installed once before the first store is
+/// built, unless the program embedding the engine installed its own first.
+fn install_tls_provider() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        // An Err means a provider is already installed: that one is used.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
 fn open(name: &Path, settings: &OpenSettings) -> io::Result<Opened> {
+    install_tls_provider();
     let text = name.to_str().ok_or_else(|| bad_url(name, "not UTF-8"))?;
     let (retry, options) = retry_config(name, settings.remote_options)?;
     let (store, location): (Arc<dyn ObjectStore>, ObjectPath) = if let Some(rest) =
@@ -140,24 +153,28 @@ fn open(name: &Path, settings: &OpenSettings) -> io::Result<Opened> {
         if bucket.is_empty() || key.is_empty() {
             return Err(bad_url(name, "expected s3://bucket/key"));
         }
-        let mut builder = AmazonS3Builder::from_env()
-            .with_bucket_name(bucket)
-            .with_retry(retry.clone());
-        let mut endpoint = std::env::var("AWS_ENDPOINT_URL").ok();
-        for (key, value) in options.iter() {
-            let parsed: AmazonS3ConfigKey = key.parse().map_err(|_| unknown_option(name, key))?;
-            if parsed == AmazonS3ConfigKey::Endpoint {
-                endpoint = Some(value.clone());
+        let store = shared_store(format!("s3://{bucket}"), settings.remote_options, || {
+            let mut builder = AmazonS3Builder::from_env()
+                .with_bucket_name(bucket)
+                .with_retry(retry.clone());
+            let mut endpoint = std::env::var("AWS_ENDPOINT_URL").ok();
+            for (key, value) in options.iter() {
+                let parsed: AmazonS3ConfigKey =
+                    key.parse().map_err(|_| unknown_option(name, key))?;
+                if parsed == AmazonS3ConfigKey::Endpoint {
+                    endpoint = Some(value.clone());
+                }
+                builder = builder.with_config(parsed, value);
             }
-            builder = builder.with_config(parsed, value);
-        }
-        if endpoint.is_some_and(|e| e.starts_with("http://")) {
-            builder = builder.with_allow_http(true);
-        }
-        let store = builder
-            .build()
-            .map_err(|e| store_error(name, "cannot reach it", e))?;
-        (Arc::new(store), ObjectPath::from(key))
+            if endpoint.is_some_and(|e| e.starts_with("http://")) {
+                builder = builder.with_allow_http(true);
+            }
+            let store = builder
+                .build()
+                .map_err(|e| store_error(name, "cannot reach it", e))?;
+            Ok(Arc::new(store))
+        })?;
+        (store, ObjectPath::from(key))
     } else {
         let scheme_end = text.find("://").map_or(0, |i| i + 3);
         let path_start = text[scheme_end..]
@@ -165,22 +182,59 @@ fn open(name: &Path, settings: &OpenSettings) -> io::Result<Opened> {
             .map(|i| scheme_end + i)
             .ok_or_else(|| bad_url(name, "no object path after the host"))?;
         let (origin, path) = text.split_at(path_start);
-        let mut client = ClientOptions::new().with_allow_http(text.starts_with("http://"));
-        for (key, value) in options.iter() {
-            let parsed: ClientConfigKey = key.parse().map_err(|_| unknown_option(name, key))?;
-            client = client.with_config(parsed, value);
-        }
-        let store = object_store::http::HttpBuilder::new()
-            .with_url(origin)
-            .with_client_options(client)
-            .with_retry(retry)
-            .build()
-            .map_err(|e| store_error(name, "cannot reach it", e))?;
+        let store = shared_store(origin.to_string(), settings.remote_options, || {
+            let mut client = ClientOptions::new().with_allow_http(text.starts_with("http://"));
+            for (key, value) in options.iter() {
+                let parsed: ClientConfigKey = key.parse().map_err(|_| unknown_option(name, key))?;
+                client = client.with_config(parsed, value);
+            }
+            let store = object_store::http::HttpBuilder::new()
+                .with_url(origin)
+                .with_client_options(client)
+                .with_retry(retry)
+                .build()
+                .map_err(|e| store_error(name, "cannot reach it", e))?;
+            Ok(Arc::new(store))
+        })?;
         let location = ObjectPath::parse(path.trim_start_matches('/'))
             .map_err(|e| bad_url(name, &e.to_string()))?;
-        (Arc::new(store), location)
+        (store, location)
     };
     open_object(name.to_path_buf(), store, location)
+}
+
+/// The stores built so far, by everything that went into building one: opening many objects
+/// of one bucket or server shares one client, its open connections and its TLS set-up (a new
+/// client per object cost a connection's round trips and its buffers per object). Never
+/// printed: the keys hold the options, credentials among them.
+type StoreKey = (String, Vec<(String, String)>, Vec<(String, String)>);
+
+/// How many stores are kept; past it they are all let go (their clients close when the
+/// last object open on them closes).
+const STORES_KEPT: usize = 32;
+
+/// The store for `place` (`s3://bucket` or an origin) with `options`, from those built before
+/// under the same `AWS_*` environment, or `build` it.
+fn shared_store(
+    place: String,
+    options: &[(String, String)],
+    build: impl FnOnce() -> io::Result<Arc<dyn ObjectStore>>,
+) -> io::Result<Arc<dyn ObjectStore>> {
+    static STORES: Mutex<Vec<(StoreKey, Arc<dyn ObjectStore>)>> = Mutex::new(Vec::new());
+    let aws_env: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("AWS_"))
+        .collect();
+    let key = (place, options.to_vec(), aws_env);
+    let mut stores = STORES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, store)) = stores.iter().find(|(k, _)| *k == key) {
+        return Ok(store.clone());
+    }
+    let store = build()?;
+    if stores.len() >= STORES_KEPT {
+        stores.clear();
+    }
+    stores.push((key, store.clone()));
+    Ok(store)
 }
 
 /// Open `location` in `store` as `name`: one HEAD for its size and version.
@@ -271,9 +325,26 @@ fn store_error(name: &Path, doing: &str, e: object_store::Error) -> io::Error {
             "no credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)"
                 .to_string()
         }
-        other => other.to_string(),
+        other => with_root_cause(other),
     };
     io::Error::new(kind, format!("{}: {doing}: {why}", name.display()))
+}
+
+/// `e`'s message, and the innermost error it wraps where that one says more: object_store's
+/// HTTP errors end at "error sending request", while the cause (a refused connection, an
+/// untrusted certificate) is a few sources down.
+fn with_root_cause(e: &object_store::Error) -> String {
+    let message = e.to_string();
+    let mut root: &dyn std::error::Error = e;
+    while let Some(inner) = root.source() {
+        root = inner;
+    }
+    let cause = root.to_string();
+    if message.contains(&cause) {
+        message
+    } else {
+        format!("{message}: {cause}")
+    }
 }
 
 /// One object, pinned to the version opened.
@@ -285,49 +356,88 @@ struct RemoteSource {
     e_tag: Option<String>,
 }
 
+/// What a GET's task hands the waiting thread, in order: the version answered, then the body.
+enum Piece {
+    Version { e_tag: Option<String>, size: u64 },
+    Body(bytes::Bytes),
+}
+
+/// Body pieces a GET may have received ahead of the thread copying them out: the memory a GET
+/// holds outside the cache is this many of the HTTP stack's chunks, not the whole range.
+const PIECES_AHEAD: usize = 4;
+
 impl RemoteSource {
-    /// Bytes `[start, end)` of the object as opened: one ranged GET.
-    fn get(&self, start: u64, end: u64) -> io::Result<bytes::Bytes> {
+    /// Bytes `[start, end)` of the object as opened, one ranged GET, handed to `sink` piece by
+    /// piece as they arrive (at their offset from `start`), so no copy of the whole range is
+    /// ever held outside the cache. An error if the object changed or the body falls short;
+    /// the caller keeps nothing of a failed GET.
+    fn get(&self, start: u64, end: u64, sink: &mut dyn FnMut(u64, &[u8])) -> io::Result<()> {
         let options = GetOptions {
             range: Some(GetRange::Bounded(start..end)),
             if_match: self.e_tag.clone(),
             ..GetOptions::default()
         };
         // The GET runs on the runtime's threads (their stacks, their connection pool); this
-        // thread, one of the engine's pool with a small stack, only waits for it.
-        let store = self.store.clone();
-        let location = self.location.clone();
-        let rt = runtime()?;
-        let (e_tag, size, body) = rt
-            .block_on(rt.spawn(async move {
-                let got = store.get_opts(&location, options).await?;
-                let (e_tag, size) = (got.meta.e_tag.clone(), got.meta.size);
-                Ok::<_, object_store::Error>((e_tag, size, got.bytes().await?))
-            }))
-            .map_err(|e| io::Error::other(format!("{}: read failed: {e}", self.name.display())))?
-            .map_err(|e| store_error(&self.name, "read failed", e))?;
-        // A server that ignores If-Match (lighttpd does, for ranges) still names what it sent.
-        if size != self.size || (self.e_tag.is_some() && e_tag.is_some() && e_tag != self.e_tag) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "{}: read failed: the object changed since it was opened",
-                    self.name.display()
-                ),
-            ));
+        // thread, one of the engine's pool with a small stack, copies out what arrives.
+        let (store, location) = (self.store.clone(), self.location.clone());
+        let (pieces, mut arriving) = tokio::sync::mpsc::channel(PIECES_AHEAD);
+        runtime()?.spawn(async move {
+            use futures_util::StreamExt;
+            let got = match store.get_opts(&location, options).await {
+                Ok(got) => got,
+                Err(e) => return drop(pieces.send(Err(e)).await),
+            };
+            let version = Piece::Version {
+                e_tag: got.meta.e_tag.clone(),
+                size: got.meta.size,
+            };
+            if pieces.send(Ok(version)).await.is_err() {
+                return; // the reader gave up
+            }
+            let mut body = got.into_stream();
+            while let Some(piece) = body.next().await {
+                let failed = piece.is_err();
+                if pieces.send(piece.map(Piece::Body)).await.is_err() || failed {
+                    return;
+                }
+            }
+        });
+        let want = end - start;
+        let mut received = 0u64;
+        while let Some(piece) = arriving.blocking_recv() {
+            match piece.map_err(|e| store_error(&self.name, "read failed", e))? {
+                // A server that ignores If-Match (lighttpd does, for ranges) still names what
+                // it sent.
+                Piece::Version { e_tag, size } => {
+                    if size != self.size
+                        || (self.e_tag.is_some() && e_tag.is_some() && e_tag != self.e_tag)
+                    {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!(
+                                "{}: read failed: the object changed since it was opened",
+                                self.name.display()
+                            ),
+                        ));
+                    }
+                }
+                Piece::Body(bytes) => {
+                    let n = bytes.len().min((want - received) as usize);
+                    sink(received, &bytes[..n]);
+                    received += n as u64;
+                }
+            }
         }
-        if (body.len() as u64) < end - start {
+        if received < want {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 format!(
-                    "{}: short read: {} bytes of {} at {start}",
+                    "{}: short read: {received} bytes of {want} at {start}",
                     self.name.display(),
-                    body.len(),
-                    end - start
                 ),
             ));
         }
-        Ok(body)
+        Ok(())
     }
 }
 
@@ -361,7 +471,11 @@ impl Source for RemoteSource {
         if end <= start {
             return Ok(0);
         }
-        Ok(op.copy_in(&self.get(start, end)?))
+        let mut copied = 0;
+        self.get(start, end, &mut |at, piece| {
+            copied += op.copy_in(at as usize, piece);
+        })?;
+        Ok(copied)
     }
     fn read_page_uncached(&self, page: u64, from: usize, dst: &mut [u8]) -> io::Result<usize> {
         let start = (page * PAGE_SIZE + from as u64).min(self.size);
@@ -369,9 +483,10 @@ impl Source for RemoteSource {
         if end <= start {
             return Ok(0);
         }
-        let body = self.get(start, end)?;
-        dst[..body.len()].copy_from_slice(&body);
-        Ok(body.len())
+        self.get(start, end, &mut |at, piece| {
+            dst[at as usize..at as usize + piece.len()].copy_from_slice(piece);
+        })?;
+        Ok((end - start) as usize)
     }
 }
 

@@ -42,7 +42,7 @@ impl Source for MemorySource {
     fn read(&self, op: &ReadOp) -> io::Result<usize> {
         self.reads.fetch_add(1, Ordering::Relaxed);
         let at = (op.offset() as usize).min(self.bytes.len());
-        Ok(op.copy_in(&self.bytes[at..]))
+        Ok(op.copy_in(0, &self.bytes[at..]))
     }
     fn read_page_uncached(&self, page: u64, from: usize, dst: &mut [u8]) -> io::Result<usize> {
         let at = ((page * PAGE_SIZE) as usize + from).min(self.bytes.len());
@@ -113,7 +113,14 @@ fn a_source_without_a_descriptor_reads_through_the_engine_under_every_backend() 
                 "{backend:?}"
             );
         }
-        let stats = engine.stats();
+        // Requests read ahead may still be queued for the pool: every one is read once they
+        // have all landed.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut stats = engine.stats();
+        while stats.in_flight_pages > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            stats = engine.stats();
+        }
         assert!(
             stats.ahead_requests > 0,
             "{backend:?}: the policy read ahead of the reader: {stats:?}"
