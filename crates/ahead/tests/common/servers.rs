@@ -196,6 +196,9 @@ fn lighttpd_serving(tls: bool) -> Result<Server, String> {
                 "/CN=127.0.0.1",
                 "-addext",
                 "subjectAltName=IP:127.0.0.1",
+                // A server's certificate, not a CA's: refused for its issuer, as a real one is.
+                "-addext",
+                "basicConstraints=critical,CA:FALSE",
             ])
             .arg("-keyout")
             .arg(&pem)
