@@ -442,11 +442,7 @@ impl Link {
         let stats = engine.stats();
         let fetched = stats.pages_read;
         Ok(RemoteRun {
-            unused_share: Some(if fetched == 0 {
-                0.0
-            } else {
-                fetched.saturating_sub(touched.len() as u64) as f64 / fetched as f64
-            }),
+            unused_share: Some(unused_share(fetched, touched.len() as u64)),
             requests: stats.requests,
             ..measured(bytes, elapsed, &mut lat)
         })
@@ -503,11 +499,7 @@ impl Link {
         let stats = engine.stats();
         let used = bytes.div_ceil(4096);
         Ok(RemoteRun {
-            unused_share: Some(if stats.pages_read == 0 {
-                0.0
-            } else {
-                stats.pages_read.saturating_sub(used) as f64 / stats.pages_read as f64
-            }),
+            unused_share: Some(unused_share(stats.pages_read, used)),
             requests: stats.requests,
             ..measured(bytes, elapsed, &mut lat)
         })
@@ -516,16 +508,9 @@ impl Link {
     /// The link's ceiling over `targets` (a URL, and how many of its bytes to read at most):
     /// the best of [`DEVICE_SWEEP`].
     fn device(&self, targets: &[(String, u64)]) -> Result<RemoteRun, Failure> {
-        let engine = self.engine("none", 8 << 20, None)?;
-        let mut files = Vec::new();
-        for (url, most) in targets {
-            let file = engine.open(url).map_err(|e| runtime(e.to_string()))?;
-            let len = file.len().min(*most);
-            files.push((url.as_str(), len));
-        }
         let mut best: Option<RemoteRun> = None;
         for &(get, parallel) in DEVICE_SWEEP {
-            let run = self.device_with(&files, get, parallel)?;
+            let run = self.device_with(targets, get, parallel)?;
             if best.as_ref().is_none_or(|b| run.mb_per_s > b.mb_per_s) {
                 best = Some(run);
             }
@@ -533,20 +518,20 @@ impl Link {
         Ok(best.expect("a sweep of several"))
     }
 
-    /// `parallel` GETs of up to `get` bytes at a time over `files` (a URL and its bytes to
-    /// read): each worker takes the next GET as its last one ends.
+    /// `parallel` GETs of up to `get` bytes at a time over `targets` (a URL, and how many of
+    /// its bytes to read at most): each worker takes the next GET as its last one ends.
     fn device_with(
         &self,
-        files: &[(&str, u64)],
+        targets: &[(String, u64)],
         get: u64,
         parallel: u64,
     ) -> Result<RemoteRun, Failure> {
         let engine = self.engine("none", (parallel + 2).max(4) * get, Some(get >> 10))?;
         // The opens (a HEAD each) at once: they are not what is measured.
         let opened = std::thread::scope(|s| {
-            let opening: Vec<_> = files
+            let opening: Vec<_> = targets
                 .iter()
-                .map(|&(url, _)| {
+                .map(|(url, _)| {
                     let engine = &engine;
                     s.spawn(move || engine.open(url))
                 })
@@ -560,14 +545,19 @@ impl Link {
                 })
                 .collect::<Result<Vec<_>, _>>()
         })?;
-        let gets: Vec<(usize, u64, u64)> = files
+        let lens: Vec<u64> = opened
+            .iter()
+            .zip(targets)
+            .map(|(file, &(_, most))| file.len().min(most))
+            .collect();
+        let gets: Vec<(usize, u64, u64)> = lens
             .iter()
             .enumerate()
-            .flat_map(|(i, &(_, len))| {
+            .flat_map(|(i, &len)| {
                 (0..len.div_ceil(get)).map(move |k| (i, k * get, get.min(len - k * get)))
             })
             .collect();
-        let total: u64 = files.iter().map(|f| f.1).sum();
+        let total: u64 = lens.iter().sum();
         let next = AtomicU64::new(0);
         let start = Instant::now();
         let failed = std::thread::scope(|s| {
@@ -599,6 +589,15 @@ impl Link {
             ceiling: Some(format!("{} MiB GETs x {parallel}", get >> 20)),
             ..measured(total, elapsed, &mut [])
         })
+    }
+}
+
+/// Of `fetched` pages, the share no read asked for, given the `used` pages reads touched.
+fn unused_share(fetched: u64, used: u64) -> f64 {
+    if fetched == 0 {
+        0.0
+    } else {
+        fetched.saturating_sub(used) as f64 / fetched as f64
     }
 }
 
