@@ -766,3 +766,53 @@ fn memory_given_back_under_readers_changes_no_byte() {
         read_whole();
     }
 }
+
+/// `open_many` and `open_all` over local files: the files come in the list's order with their
+/// own bytes, a missing one fails at its place (the others read on) or fails `open_all`, the
+/// first bytes asked ahead stay within the budget.
+#[test]
+fn files_opened_ahead_come_in_order_and_a_missing_one_fails_at_its_place() {
+    let paths: Vec<PathBuf> = (0..40)
+        .map(|i| {
+            let path = dir().join(format!("many-{i}"));
+            std::fs::write(&path, [i as u8 + 1; 300 << 10]).unwrap();
+            path
+        })
+        .collect();
+    let budget = 8 << 20;
+    let e = Engine::builder()
+        .backend(BackendChoice::AUTO)
+        .budget(budget)
+        .build()
+        .unwrap();
+    let mut list: Vec<PathBuf> = paths.clone();
+    list.insert(7, paths[0].with_file_name("many-missing"));
+    let mut buf = vec![0u8; 300 << 10];
+    let mut seen = 0;
+    for (i, opened) in e.open_many(&list).enumerate() {
+        match opened {
+            Ok(file) => {
+                let seed = paths.iter().position(|p| p == file.path()).unwrap() as u8 + 1;
+                assert_eq!(file.path(), list[i]);
+                assert_eq!(file.read_at(&mut buf, 0).unwrap(), buf.len());
+                assert!(buf.iter().all(|&b| b == seed), "{}", file.path().display());
+                assert!(e.stats().resident_pages <= budget / 4096);
+                seen += 1;
+            }
+            Err(err) => {
+                assert_eq!(i, 7, "{err}");
+                assert_eq!(err.kind(), std::io::ErrorKind::NotFound, "{err}");
+            }
+        }
+    }
+    assert_eq!(seen, paths.len());
+    let err = e.open_all(&list).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::NotFound, "{err}");
+    let files = e.open_all(&paths).unwrap();
+    for (k, file) in files.iter().enumerate().rev() {
+        assert_eq!(file.path(), paths[k]);
+        assert_eq!(file.read_at(&mut buf, 0).unwrap(), buf.len());
+        assert!(buf.iter().all(|&b| b == k as u8 + 1));
+    }
+    assert!(e.stats().resident_pages <= budget / 4096);
+}

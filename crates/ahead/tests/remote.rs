@@ -359,7 +359,7 @@ fn https_objects_read_byte_for_byte_and_an_untrusted_certificate_is_an_error() {
     let url = format!("https://{}/object.bin", web.addr);
     // The certificate is self-signed: trusted by no root, so the default open refuses it.
     let strict = Engine::builder().budget(8 << 20).build().unwrap();
-    let err = strict.open(&url).err().expect("an untrusted certificate");
+    let err = strict.open(&url).expect_err("an untrusted certificate");
     assert!(
         err.to_string().contains("object.bin") && err.to_string().contains("certificate"),
         "{err}"
@@ -423,4 +423,68 @@ fn sequential_reads_keep_the_link_busy_at_20_ms_each_way() {
         "adaptive {adaptive:?} against the ceiling's {ceiling:?}: {stats}"
     );
     assert!(stats.requests < 200, "{stats}");
+}
+
+#[test]
+fn objects_read_in_turn_are_opened_ahead_at_20_ms_each_way() {
+    let Some(gw) = gateway() else { return };
+    let Some(toxi) = need(servers::toxiproxy()) else {
+        return;
+    };
+    const OBJECTS: usize = 24;
+    let size = 2 << 20;
+    let contents: Vec<Vec<u8>> = (0..OBJECTS)
+        .map(|i| common::content(size, 100 + i as u64))
+        .collect();
+    for (i, bytes) in contents.iter().enumerate() {
+        put(&gw.url(), &format!("turn/{i:02}.bin"), bytes);
+    }
+    let proxy = toxi.proxy("turn", gw.addr);
+    toxi.latency_each_way(&proxy, 20);
+    let mut urls: Vec<String> = (0..OBJECTS)
+        .map(|i| format!("s3://{BUCKET}/turn/{i:02}.bin"))
+        .collect();
+    // One missing among them: its error comes at its place, the others read on.
+    urls.insert(5, format!("s3://{BUCKET}/turn/missing.bin"));
+    let read_all = |file: &File, want: &[u8]| {
+        let got = read_full(file, 0, size + 1).unwrap();
+        assert!(got == want, "{}: bytes differ", file.path().display());
+    };
+    let timed = |ahead: bool| {
+        let engine = s3_engine(&proxy.url(), "adaptive", 128 << 20, &[]);
+        let t = Instant::now();
+        let mut contents = contents.iter();
+        let mut check = |i: usize, opened: std::io::Result<File>| match opened {
+            Ok(file) => read_all(&file, contents.next().unwrap()),
+            Err(e) => {
+                assert_eq!(i, 5, "only the missing object fails: {e}");
+                assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}");
+                assert!(e.to_string().contains("missing.bin"), "{e}");
+            }
+        };
+        if ahead {
+            for (i, opened) in engine.open_many(urls.iter()).enumerate() {
+                check(i, opened);
+            }
+        } else {
+            for (i, url) in urls.iter().enumerate() {
+                check(i, engine.open(url));
+            }
+        }
+        assert!(contents.next().is_none(), "every object read");
+        (t.elapsed(), engine.stats())
+    };
+    let (one_by_one, plain) = timed(false);
+    let (opened_ahead, stats) = timed(true);
+    eprintln!("one by one {one_by_one:?}: {plain}\nopened ahead {opened_ahead:?}: {stats}");
+    // One by one, each object waits at least two round trips (its open, its first GET): 80 ms
+    // here. Opened ahead, sixteen at a time, those overlap the reads of the objects before.
+    assert!(
+        one_by_one >= Duration::from_millis(80) * OBJECTS as u32,
+        "{one_by_one:?}"
+    );
+    assert!(
+        opened_ahead * 3 < one_by_one,
+        "opened ahead {opened_ahead:?}, one by one {one_by_one:?}"
+    );
 }

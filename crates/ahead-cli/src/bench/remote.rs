@@ -189,7 +189,8 @@ pub(crate) fn cmd(url: &str, a: &BenchArgs) -> Result<String, Failure> {
                         None => continue,
                     },
                     (_, Some((urls, at_once))) => {
-                        link.run_objects(policy, budget, urls, at_once, cap)?
+                        let opens_ahead = contender.starts_with("ahead:");
+                        link.run_objects(policy, budget, urls, at_once, opens_ahead, cap)?
                     }
                     (_, None) => link.run_engine(policy, budget, &reads, cap)?,
                 };
@@ -450,23 +451,37 @@ impl Link {
 
     /// One contender's run of a many-objects pattern on a new engine with `policy`: the
     /// `urls` one after another (open, 1 MiB reads to the end, close), or all open at once and
-    /// read 1 MiB from each in turn. Opens are timed: a reader pays them.
+    /// read 1 MiB from each in turn. Opens are timed: a reader pays them. With `opens_ahead`
+    /// (ahead's contenders) the list is handed to the engine (`Engine::open_many` in turn,
+    /// `Engine::open_all` at once), which opens ahead of the reader; `naive` opens each as it
+    /// comes, as a plain client does.
     fn run_objects(
         &self,
         policy: &str,
         budget: u64,
         urls: &[String],
         at_once: bool,
+        opens_ahead: bool,
         cap: Duration,
     ) -> Result<RemoteRun, Failure> {
         const READ: u64 = 1 << 20;
         reset_peak_rss();
         let engine = self.engine(policy, budget, None)?;
-        let open = |url: &String| engine.open(url).map_err(|e| runtime(e.to_string()));
+        let start = Instant::now();
+        let opened: Box<dyn Iterator<Item = std::io::Result<File>>> = if opens_ahead && at_once {
+            match engine.open_all(urls) {
+                Ok(files) => Box::new(files.into_iter().map(Ok)),
+                Err(e) => return Err(runtime(e.to_string())),
+            }
+        } else if opens_ahead {
+            Box::new(engine.open_many(urls))
+        } else {
+            Box::new(urls.iter().map(|url| engine.open(url)))
+        };
+        let mut opened = opened.map(|o| o.map_err(|e| runtime(e.to_string())));
         let mut buf = vec![0u8; READ as usize];
         let mut lat = Vec::new();
         let mut bytes = 0;
-        let start = Instant::now();
         let mut read = |file: &File, off: u64| -> Result<u64, Failure> {
             let t = Instant::now();
             let n = read_full(file, off, &mut buf).map_err(|e| runtime(e.to_string()))? as u64;
@@ -475,7 +490,7 @@ impl Link {
             Ok(n)
         };
         if at_once {
-            let files = urls.iter().map(open).collect::<Result<Vec<_>, _>>()?;
+            let files = opened.collect::<Result<Vec<_>, _>>()?;
             let mut off = 0;
             while start.elapsed() <= cap && files.iter().any(|f| off < f.len()) {
                 for file in files.iter().filter(|f| off < f.len()) {
@@ -484,8 +499,8 @@ impl Link {
                 off += READ;
             }
         } else {
-            for url in urls {
-                let file = open(url)?;
+            for file in opened.by_ref() {
+                let file = file?;
                 let mut off = 0;
                 while off < file.len() && start.elapsed() <= cap {
                     off += read(&file, off)?.max(1);

@@ -47,10 +47,23 @@ pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
     let mut buf = vec![0u8; bs as usize];
     // Like cat: a file that fails is reported, and the others are still written.
     let mut errors: Vec<String> = Vec::new();
-    'files: for path in &a.paths {
-        // No size to read ahead in (a device, a FIFO, a procfs or sysfs file): read it
-        // plainly to its end, as cat does.
-        if let Ok(Some(_)) = ahead::engine::sizeless(path) {
+    // No size to read ahead in (a device, a FIFO, a procfs or sysfs file): read plainly to
+    // its end, as cat does. The others are handed to the engine as a list, which opens them
+    // ahead of the one being written (over a network, each open is a round trip).
+    let plain: Vec<bool> = a
+        .paths
+        .iter()
+        .map(|p| matches!(ahead::engine::sizeless(p), Ok(Some(_))))
+        .collect();
+    let mut opened = engine.open_many(
+        a.paths
+            .iter()
+            .zip(&plain)
+            .filter(|(_, &plain)| !plain)
+            .map(|(p, _)| p.clone()),
+    );
+    'files: for (path, plain) in a.paths.iter().zip(plain) {
+        if plain {
             match copy_plainly(path, &mut out) {
                 Ok(()) => {}
                 Err(CopyError::Write(e)) if e.kind() == ErrorKind::BrokenPipe => break 'files,
@@ -61,7 +74,7 @@ pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
             }
             continue;
         }
-        let file = match engine.open(path) {
+        let file = match opened.next().unwrap_or_else(|| engine.open(path)) {
             Ok(f) => f,
             Err(e) => {
                 errors.push(e.to_string());

@@ -39,7 +39,8 @@
 //!
 //! Where each part lives: `builder` (settings and start), `reader` (the file API: a read
 //! from policy to copy-out), `requests` (a policy's I/O issued to the backend, and finished
-//! reads landing in the cache), `meter` (the device as measured for the policies), `stats`
+//! reads landing in the cache), `meter` (the device as measured for the policies), `open_many`
+//! (many files read in turn, opened ahead of the reader), `stats`
 //! (counters, statistics, the request log), `cache` (the arena, page tables and eviction),
 //! `source` (where a file's bytes come from, one module per kind: `local` opens files, tells
 //! their identity, holds their leases) and `backend` (one file per I/O backend); this file
@@ -49,6 +50,7 @@ mod backend;
 mod builder;
 mod cache;
 mod meter;
+mod open_many;
 mod reader;
 mod requests;
 mod source;
@@ -84,6 +86,7 @@ pub fn backend_names() -> impl Iterator<Item = &'static str> {
     backend::BACKENDS.iter().map(|b| b.name)
 }
 use meter::Meter;
+pub use open_many::{OpenMany, OPENS_AHEAD};
 pub use reader::File;
 use reader::PolicyState;
 use requests::CacheAndMeter;
@@ -310,6 +313,7 @@ impl Engine {
                 congested: false,
             }),
             pos: AtomicU64::new(0),
+            opened_ahead: None,
         })
     }
 

@@ -27,6 +27,9 @@ pub struct File {
     pub(super) io_max: u64,
     pub(super) state: Mutex<PolicyState>,
     pub(super) pos: AtomicU64,
+    /// Bytes asked for ahead of the reader when it was opened ahead (`open_many`), and the
+    /// count of such bytes of files still open that they are given back to on close.
+    pub(super) opened_ahead: Option<(u64, Arc<AtomicU64>)>,
 }
 
 /// The driver's side of [`RaContext`] for one call into a file's policy.
@@ -419,10 +422,23 @@ impl File {
     }
 }
 
+impl std::fmt::Debug for File {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("File")
+            .field("path", &self.path())
+            .field("len", &self.len())
+            .field("direct", &self.is_direct())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Drop for File {
     fn drop(&mut self) {
         let pages = self.data.size.div_ceil(PAGE_SIZE);
         self.engine.share_budget(|s| s.close(pages));
+        if let Some((bytes, held)) = &self.opened_ahead {
+            held.fetch_sub(*bytes, Ordering::Relaxed);
+        }
     }
 }
 
