@@ -108,13 +108,7 @@ impl Engine {
         }
         let share = self.inner.budget_pages.load(Ordering::Relaxed) * PAGE_SIZE;
         for file in &files {
-            let first = file.len().min(share);
-            if first > 0 {
-                file.advise(Advice::WillNeed {
-                    offset: 0,
-                    len: first,
-                })?;
-            }
+            ask_first(file, file.len().min(share))?;
         }
         Ok(files)
     }
@@ -158,20 +152,26 @@ fn open_and_ask_first(engine: &Engine, path: &Path, held: Arc<AtomicU64>) -> io:
     let parts = &engine.inner;
     let share = parts.budget_pages.load(Ordering::Relaxed) * PAGE_SIZE;
     let half = parts.core.cache.slots() as u64 * PAGE_SIZE / 2;
+    let part = file.len().min(share.max(half / OPENS_AHEAD as u64));
     let mut first = 0;
     let _ = held.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |asked| {
-        let part = share.max(half / OPENS_AHEAD as u64);
-        first = file.len().min(part).min(half.saturating_sub(asked));
+        first = part.min(half.saturating_sub(asked));
         Some(asked + first)
     });
     file.opened_ahead = Some((first, held));
-    if first > 0 {
-        file.advise(Advice::WillNeed {
-            offset: 0,
-            len: first,
-        })?;
-    }
+    ask_first(&file, first)?;
     Ok(file)
+}
+
+/// Ask `file`'s policy for its first `bytes` (nothing if 0).
+fn ask_first(file: &File, bytes: u64) -> io::Result<()> {
+    if bytes == 0 {
+        return Ok(());
+    }
+    file.advise(Advice::WillNeed {
+        offset: 0,
+        len: bytes,
+    })
 }
 
 impl Iterator for OpenMany {
