@@ -286,10 +286,9 @@ fn missing_objects_buckets_and_wrong_credentials_are_clear_errors() {
     let engine = s3_engine(&gw.url(), "adaptive", 8 << 20, &[]);
     let err = engine
         .open(format!("s3://{BUCKET}/missing.bin"))
-        .err()
-        .unwrap();
+        .unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::NotFound, "{err}");
-    let err = engine.open("s3://no-such-bucket/here.bin").err().unwrap();
+    let err = engine.open("s3://no-such-bucket/here.bin").unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::NotFound, "{err}");
     let wrong = s3_engine(
         &gw.url(),
@@ -297,7 +296,7 @@ fn missing_objects_buckets_and_wrong_credentials_are_clear_errors() {
         8 << 20,
         &[("secret_access_key", "wrong")],
     );
-    let err = wrong.open(format!("s3://{BUCKET}/here.bin")).err().unwrap();
+    let err = wrong.open(format!("s3://{BUCKET}/here.bin")).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied, "{err}");
     let text = err.to_string();
     assert!(
@@ -305,10 +304,7 @@ fn missing_objects_buckets_and_wrong_credentials_are_clear_errors() {
         "{text}"
     );
     let engine = s3_engine(&gw.url(), "adaptive", 8 << 20, &[("no_such_option", "1")]);
-    let err = engine
-        .open(format!("s3://{BUCKET}/here.bin"))
-        .err()
-        .unwrap();
+    let err = engine.open(format!("s3://{BUCKET}/here.bin")).unwrap_err();
     assert!(err.to_string().contains("unknown remote option"), "{err}");
 }
 
@@ -328,8 +324,7 @@ fn http_objects_read_byte_for_byte_from_lighttpd_and_a_rewrite_is_caught() {
     assert!(stats.requests < 20, "read ahead in large GETs: {stats:?}");
     let err = engine
         .open(format!("{}/missing.bin", web.url()))
-        .err()
-        .unwrap();
+        .unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::NotFound, "{err}");
     // lighttpd ignores If-Match on ranges; the engine checks the ETag of every answer.
     let none = Engine::builder()

@@ -75,9 +75,7 @@ impl Engine {
         many.fill();
         many
     }
-}
 
-impl Engine {
     /// Open every one of `paths` at once, for a reader that holds them all and reads them
     /// together (a merge): [`OPENS_AHEAD`] opens at a time, each on a thread of its own, then
     /// every file asked for its first bytes (its share of the budget with all of them open).
