@@ -482,4 +482,21 @@ fn objects_read_in_turn_are_opened_ahead_at_20_ms_each_way() {
         opened_ahead * 3 < one_by_one,
         "opened ahead {opened_ahead:?}, one by one {one_by_one:?}"
     );
+    // A merge's open_all: every open overlaps, so all of them take a few round trips, not
+    // one each (24 x 40 ms); the missing object fails it, naming the object.
+    let engine = s3_engine(&proxy.url(), "adaptive", 128 << 20, &[]);
+    let e = engine.open_all(urls.iter()).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}");
+    assert!(e.to_string().contains("missing.bin"), "{e}");
+    urls.remove(5);
+    let t = Instant::now();
+    let files = engine.open_all(urls.iter()).unwrap();
+    let opened = t.elapsed();
+    assert!(
+        opened < Duration::from_millis(200),
+        "open_all took {opened:?}"
+    );
+    for (file, want) in files.iter().zip(&contents) {
+        read_all(file, want);
+    }
 }

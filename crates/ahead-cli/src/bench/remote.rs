@@ -22,7 +22,6 @@
 //! page cache is not dropped between runs: the link, not the server's disk, is what is
 //! measured.
 
-use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -84,8 +83,11 @@ const CONTENDERS: &[&str] = &[
 
 /// The device yardstick: the best of ranged GETs of these sizes, this many at once, over at
 /// most [`DEVICE_BYTES`] of the object. The small sizes keep a small object (or one without
-/// latency) from being read in one wave of a few large GETs.
+/// latency) from being read in one wave of a few large GETs, and show what the link gives
+/// readers held to small GETs (many streams sharing one budget: the 64-way merge's 2 MiB
+/// shares make 1 MiB GETs).
 const DEVICE_SWEEP: &[(u64, u64)] = &[
+    (1 << 20, 32),
     (2 << 20, 32),
     (4 << 20, 32),
     (8 << 20, 16),
@@ -202,6 +204,14 @@ pub(crate) fn cmd(url: &str, a: &BenchArgs) -> Result<String, Failure> {
                     run.peak_rss >> 20,
                     run.ceiling.as_deref().unwrap_or("")
                 );
+                if !run.sweep.is_empty() {
+                    let points: Vec<String> = run
+                        .sweep
+                        .iter()
+                        .map(|(c, mb)| format!("{c} {mb:.0}"))
+                        .collect();
+                    eprintln!("    sweep: {} MB/s", points.join(", "));
+                }
                 done.push(run);
             }
         }
@@ -281,6 +291,9 @@ pub struct RemoteRun {
     /// For `device`: the sweep's best configuration.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ceiling: Option<String>,
+    /// For `device`: every point of the sweep, (configuration, MB/s), the best among them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sweep: Vec<(String, f64)>,
 }
 
 /// The reads of `pattern` over an object of `size` bytes: (offset, length).
@@ -425,16 +438,16 @@ impl Link {
         let file = engine.open(&self.url).map_err(|e| runtime(e.to_string()))?;
         let mut buf = vec![0u8; reads.iter().map(|r| r.1).max().unwrap_or(0) as usize];
         let mut lat = Vec::with_capacity(reads.len());
-        let mut touched = HashSet::new();
+        let mut touched = PageSet::new(file.len());
         let mut bytes = 0;
         let start = Instant::now();
         for &(off, len) in reads {
             let t = Instant::now();
             let n = read_full(&file, off, &mut buf[..len as usize])
                 .map_err(|e| runtime(e.to_string()))?;
-            lat.push(t.elapsed());
+            lat.push(Nanos::since(t));
             bytes += n as u64;
-            touched.extend(off / 4096..(off + n as u64).div_ceil(4096));
+            touched.insert(off / 4096..(off + n as u64).div_ceil(4096));
             if start.elapsed() > cap {
                 break;
             }
@@ -443,7 +456,7 @@ impl Link {
         let stats = engine.stats();
         let fetched = stats.pages_read;
         Ok(RemoteRun {
-            unused_share: Some(unused_share(fetched, touched.len() as u64)),
+            unused_share: Some(unused_share(fetched, touched.count())),
             requests: stats.requests,
             ..measured(bytes, elapsed, &mut lat)
         })
@@ -485,7 +498,7 @@ impl Link {
         let mut read = |file: &File, off: u64| -> Result<u64, Failure> {
             let t = Instant::now();
             let n = read_full(file, off, &mut buf).map_err(|e| runtime(e.to_string()))? as u64;
-            lat.push(t.elapsed());
+            lat.push(Nanos::since(t));
             bytes += n;
             Ok(n)
         };
@@ -524,13 +537,17 @@ impl Link {
     /// the best of [`DEVICE_SWEEP`].
     fn device(&self, targets: &[(String, u64)]) -> Result<RemoteRun, Failure> {
         let mut best: Option<RemoteRun> = None;
+        let mut sweep = Vec::new();
         for &(get, parallel) in DEVICE_SWEEP {
             let run = self.device_with(targets, get, parallel)?;
+            sweep.push((run.ceiling.clone().unwrap_or_default(), run.mb_per_s));
             if best.as_ref().is_none_or(|b| run.mb_per_s > b.mb_per_s) {
                 best = Some(run);
             }
         }
-        Ok(best.expect("a sweep of several"))
+        let mut best = best.expect("a sweep of several");
+        best.sweep = sweep;
+        Ok(best)
     }
 
     /// `parallel` GETs of up to `get` bytes at a time over `targets` (a URL, and how many of
@@ -603,11 +620,11 @@ fn unused_share(fetched: u64, used: u64) -> f64 {
     }
 }
 
-fn measured(bytes: u64, elapsed: Duration, lat: &mut [Duration]) -> RemoteRun {
+fn measured(bytes: u64, elapsed: Duration, lat: &mut [Nanos]) -> RemoteRun {
     lat.sort_unstable();
     let at = |q: f64| {
         lat.get(((lat.len().max(1) - 1) as f64 * q) as usize)
-            .map_or(0.0, |d| d.as_secs_f64() * 1e3)
+            .map_or(0.0, |d| d.0 as f64 / 1e6)
     };
     RemoteRun {
         mb_per_s: bytes as f64 / elapsed.as_secs_f64().max(1e-9) / 1e6,
@@ -620,6 +637,52 @@ fn measured(bytes: u64, elapsed: Duration, lat: &mut [Duration]) -> RemoteRun {
         unused_share: None,
         peak_rss: peak_rss(),
         ceiling: None,
+        sweep: Vec::new(),
+    }
+}
+
+/// One read's latency in ns, saturating at about 4.3 s: a quarter of a `Duration`'s memory,
+/// so that a run of a million 4 KiB reads keeps 4 MiB of latencies, not 16, in the RSS it
+/// measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Nanos(u32);
+
+impl Nanos {
+    fn since(t: Instant) -> Nanos {
+        t.elapsed().into()
+    }
+}
+
+impl From<Duration> for Nanos {
+    fn from(d: Duration) -> Nanos {
+        Nanos(u32::try_from(d.as_nanos()).unwrap_or(u32::MAX))
+    }
+}
+
+/// The pages of an object that reads touched, one bit each (32 KiB for a 1 GiB object), so
+/// that the bench's own bookkeeping stays out of the memory it measures: a hash set of the
+/// same 262,144 pages takes 4.5 MiB, more while it grows.
+struct PageSet {
+    words: Vec<u64>,
+}
+
+impl PageSet {
+    fn new(bytes: u64) -> PageSet {
+        PageSet {
+            words: vec![0; bytes.div_ceil(4096).div_ceil(64) as usize],
+        }
+    }
+
+    fn insert(&mut self, pages: std::ops::Range<u64>) {
+        for page in pages {
+            if let Some(word) = self.words.get_mut((page / 64) as usize) {
+                *word |= 1 << (page % 64);
+            }
+        }
+    }
+
+    fn count(&self) -> u64 {
+        self.words.iter().map(|w| u64::from(w.count_ones())).sum()
     }
 }
 
@@ -714,6 +777,36 @@ fn table(rows: &[PatternRuns], budget: u64) -> String {
                 ratio(device),
                 ratio(fsspec),
             );
+        }
+    }
+    out.push_str(&device_sweeps(rows));
+    out
+}
+
+/// Under the table, per pattern: the device's sweep, each configuration's median MB/s over
+/// the runs (the ceiling is the best of them; the others say what smaller GETs get).
+fn device_sweeps(rows: &[PatternRuns]) -> String {
+    let mut out = String::new();
+    for (pattern, runs) in rows {
+        let Some((_, device)) = runs.iter().find(|(c, r)| *c == "device" && !r.is_empty()) else {
+            continue;
+        };
+        let points: Vec<String> = device[0]
+            .sweep
+            .iter()
+            .enumerate()
+            .map(|(i, (config, _))| {
+                let mut v: Vec<f64> = device
+                    .iter()
+                    .filter_map(|r| r.sweep.get(i))
+                    .map(|p| p.1)
+                    .collect();
+                v.sort_by(|a, b| a.total_cmp(b));
+                format!("{config} {:.0}", v[v.len() / 2])
+            })
+            .collect();
+        if !points.is_empty() {
+            let _ = writeln!(out, "device sweep, {pattern}: {} MB/s", points.join(", "));
         }
     }
     out
@@ -916,12 +1009,12 @@ impl Fsspec {
         let out = out.map_err(|e| runtime(format!("fsspec: {e}")))?;
         let v: serde_json::Value = serde_json::from_slice(&out.stdout)
             .map_err(|_| runtime(format!("fsspec failed ({})", out.status)))?;
-        let mut lat: Vec<Duration> = v["lat"]
+        let mut lat: Vec<Nanos> = v["lat"]
             .as_array()
             .map(|a| {
                 a.iter()
                     .filter_map(|x| x.as_f64())
-                    .map(Duration::from_secs_f64)
+                    .map(|secs| Nanos::from(Duration::from_secs_f64(secs)))
                     .collect()
             })
             .unwrap_or_default();

@@ -86,7 +86,7 @@ pub fn backend_names() -> impl Iterator<Item = &'static str> {
     backend::BACKENDS.iter().map(|b| b.name)
 }
 use meter::Meter;
-pub use open_many::{OpenMany, OPENS_AHEAD};
+pub use open_many::{OpenMany, OPENS_AHEAD, OPENS_AT_ONCE};
 pub use reader::File;
 use reader::PolicyState;
 use requests::CacheAndMeter;

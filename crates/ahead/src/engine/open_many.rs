@@ -24,7 +24,7 @@
 //! closes what they opened (their pages stay cached for a later open of the same version).
 //!
 //! A reader that holds every file of the list open at once and reads them together (a merge)
-//! says so with [`Engine::open_all`]: the files are opened [`OPENS_AHEAD`] at a time, and only
+//! says so with [`Engine::open_all`]: the files are opened [`OPENS_AT_ONCE`] at a time, and only
 //! once all are open is each asked for its first bytes, its share of the budget with all of
 //! them open, so the early ones do not take the memory the later ones need.
 //!
@@ -42,6 +42,11 @@ use super::*;
 /// about the GETs in parallel at which an object store's link gives its best (the remote
 /// bench's device sweep peaks at 16 to 32).
 pub const OPENS_AHEAD: usize = 16;
+
+/// Opens under way at once in [`Engine::open_all`]: a reader holding every file waits for the
+/// last open, so all of a merge's opens overlap (an open is a HEAD, not a transfer: they cost
+/// the link next to nothing beside one another).
+pub const OPENS_AT_ONCE: usize = 64;
 
 /// The files of a list, in its order, opened ahead of the reader: see [`Engine::open_many`].
 pub struct OpenMany {
@@ -77,7 +82,7 @@ impl Engine {
     }
 
     /// Open every one of `paths` at once, for a reader that holds them all and reads them
-    /// together (a merge): [`OPENS_AHEAD`] opens at a time, each on a thread of its own, then
+    /// together (a merge): up to [`OPENS_AT_ONCE`] opens at a time, each on a thread of its own, then
     /// every file asked for its first bytes (its share of the budget with all of them open).
     /// The first error (in the list's order) is returned, and the files opened are closed.
     pub fn open_all<P: Into<PathBuf>>(
@@ -85,25 +90,32 @@ impl Engine {
         paths: impl IntoIterator<Item = P>,
     ) -> io::Result<Vec<File>> {
         let paths: Vec<PathBuf> = paths.into_iter().map(Into::into).collect();
-        let mut files = Vec::with_capacity(paths.len());
-        for batch in paths.chunks(OPENS_AHEAD) {
-            let opened: Vec<io::Result<File>> = std::thread::scope(|s| {
-                let opening: Vec<_> = batch
-                    .iter()
-                    .map(|path| s.spawn(move || self.open(path)))
-                    .collect();
-                opening
-                    .into_iter()
-                    .map(|o| {
-                        o.join()
-                            .unwrap_or_else(|_| Err(io::Error::other("an open panicked")))
-                    })
-                    .collect()
-            });
-            for file in opened {
-                files.push(file?);
+        let next = AtomicUsize::new(0);
+        let opened: Mutex<Vec<(usize, io::Result<File>)>> = Mutex::new(Vec::new());
+        let open_next = || loop {
+            let at = next.fetch_add(1, Ordering::Relaxed);
+            let Some(path) = paths.get(at) else { return };
+            let file = self.open(path);
+            opened
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((at, file));
+        };
+        std::thread::scope(|s| {
+            // Threads that cannot be had leave their share to the others and to this one.
+            for _ in 1..paths.len().min(OPENS_AT_ONCE) {
+                let _ = std::thread::Builder::new()
+                    .name("ahead-open".into())
+                    .spawn_scoped(s, open_next);
             }
-        }
+            open_next();
+        });
+        let mut opened = opened.into_inner().unwrap_or_else(|e| e.into_inner());
+        opened.sort_unstable_by_key(|&(at, _)| at);
+        let files = opened
+            .into_iter()
+            .map(|(_, file)| file)
+            .collect::<io::Result<Vec<File>>>()?;
         let share = self.inner.budget_pages.load(Ordering::Relaxed) * PAGE_SIZE;
         for file in &files {
             ask_first(file, file.len().min(share))?;
