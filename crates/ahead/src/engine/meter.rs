@@ -50,15 +50,19 @@ impl Meter {
     }
 
     /// Take `model` as what the device is until measured (a source that knows its kind: an
-    /// object store). Its requests' overhead then follows the measured latency as the model's
-    /// does (a queue slot held for a round trip).
-    pub(super) fn start_as(&mut self, model: crate::sim::DeviceModel) {
+    /// object store), read with requests of up to `io_pages` pages. Its requests' overhead then
+    /// follows the measured latency as the model's does (a queue slot held for a round trip).
+    /// The first measurements move the estimate from the model's figures at that request size:
+    /// from its figures for one-page requests (an object store's 4 KiB per round trip), the
+    /// bandwidth had to climb back from 9 MB/s half a busy period at a time, and a sequential
+    /// reader's windows ramped a round trip per doubling.
+    pub(super) fn start_as(&mut self, model: crate::sim::DeviceModel, io_pages: u64) {
         if self.fixed || self.model == model {
             return;
         }
         self.model = model;
         if !self.measured {
-            self.estimate = model.estimate(1);
+            self.estimate = model.estimate(io_pages);
         }
     }
 
@@ -124,5 +128,22 @@ mod tests {
         // A faster sample is believed half at once.
         m.update(None, Some(2_000_000_000));
         assert!(m.estimate.bytes_per_sec > 1_000_000_000, "{:?}", m.estimate);
+    }
+
+    /// An object store read in 8 MiB GETs: its first GET (a 4 KiB read's, 45 ms, one small
+    /// body) leaves the policies what the model says an 8 MiB GET streams at, so a sequential
+    /// reader keeps tens of MiB in flight from its second round trip, not 400 KB.
+    #[test]
+    fn an_object_store_starts_from_the_models_figures_at_its_request_size() {
+        let model = crate::sim::DeviceModel::REMOTE;
+        let mut m = Meter::new(None);
+        m.start_as(model, 2048);
+        m.update(Some(45_000_000), Some(9_000_000));
+        let told = m.for_policy(2048);
+        let model_lead = model.estimate(2048).inflight_pages();
+        assert!(
+            told.inflight_pages() >= model_lead,
+            "{told:?}, model {model_lead} pages"
+        );
     }
 }

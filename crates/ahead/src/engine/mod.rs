@@ -297,7 +297,7 @@ impl Engine {
         let (estimate, version) = {
             let mut m = inner.core.meter.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(model) = data.source.limits().starts_as {
-                m.start_as(model);
+                m.start_as(model, config.io_max_pages);
             }
             (m.for_policy(config.io_max_pages), m.version)
         };
