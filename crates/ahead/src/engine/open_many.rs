@@ -11,8 +11,10 @@
 //! ([`Advice::WillNeed`] from its start: the file's share of the readahead budget, or all of
 //! it if smaller), so the reader's first read finds them on their way or in. The first bytes
 //! asked for the list's files still open stay within the readahead half of the cache: a
-//! reader that closes each file before the next gets every one's share, one that holds them
-//! all (a merge) gets first bytes for as many as fit, and the rest are read on demand.
+//! reader that closes each file before the next gets every one's share (a file opened while
+//! the half was taken is asked for the rest as the files before it close, the nearest first),
+//! one that holds them all (a merge) gets first bytes for as many as fit, and the rest are
+//! read on demand.
 //!
 //! What is read ahead is the policy's to decide, as for any `WillNeed`: `none` ignores it (the
 //! opens still overlap), `linux-ondemand` reads it as the kernel's `fadvise` does. The pages
@@ -61,6 +63,9 @@ pub struct OpenMany {
 enum Opening {
     /// Being opened on a thread of its own.
     Ahead(JoinHandle<io::Result<File>>),
+    /// Opened (or failed), waiting for the reader; asked for what of its first bytes the
+    /// readahead half of the cache had room for.
+    Ready(io::Result<File>),
     /// No thread could be had: the reader opens it when it comes to it.
     Later(PathBuf),
 }
@@ -150,6 +155,36 @@ impl OpenMany {
     pub fn remaining(&self) -> usize {
         self.waiting.len() + self.opening.len()
     }
+
+    /// The files opened ahead, in order, asked for the rest of their first bytes: the reader
+    /// has closed a file since (its part is back in the readahead half), and without this a
+    /// file opened while the half was taken would wait for its reader with nothing asked,
+    /// and ramp from a miss. (Errors are left for the reader: an advice that fails is a
+    /// read that will.)
+    fn ask_rest_ahead(&mut self) {
+        for opening in self.opening.iter_mut() {
+            if let Opening::Ahead(thread) = opening {
+                if !thread.is_finished() {
+                    // Still opening: it asks for itself once open, before the files behind it.
+                    break;
+                }
+                let placeholder = Opening::Ready(Err(io::Error::other("taking a finished open")));
+                if let Opening::Ahead(thread) = std::mem::replace(opening, placeholder) {
+                    *opening = Opening::Ready(joined(thread));
+                }
+            }
+            if let Opening::Ready(Ok(file)) = opening {
+                let _ = ask_rest_of_first(file);
+            }
+        }
+    }
+}
+
+/// The file an open ahead's thread opened.
+fn joined(thread: JoinHandle<io::Result<File>>) -> io::Result<File> {
+    thread
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("an open ahead panicked")))
 }
 
 /// Open `path` and ask its policy for its first bytes: the file's share of the budget (or its
@@ -159,18 +194,38 @@ impl OpenMany {
 /// early ones' first bytes evicted before it comes back to them).
 fn open_and_ask_first(engine: &Engine, path: &Path, held: Arc<AtomicU64>) -> io::Result<File> {
     let mut file = engine.open(path)?;
-    let parts = &engine.inner;
+    file.opened_ahead = Some((0, held));
+    ask_rest_of_first(&mut file)?;
+    Ok(file)
+}
+
+/// Ask file's policy for the part of its first bytes not asked for yet (see
+/// [`open_and_ask_first`]), as far as the readahead half of the cache has room after the first
+/// bytes of the list's files still open. A file opened while that half was taken gets the rest
+/// once the files before it close: [`OpenMany::next`] asks again for those opened ahead.
+fn ask_rest_of_first(file: &mut File) -> io::Result<()> {
+    let Some((asked, held)) = file.opened_ahead.take() else {
+        return Ok(());
+    };
+    let parts = &file.engine;
     let share = parts.budget_pages.load(Ordering::Relaxed) * PAGE_SIZE;
     let half = parts.core.cache.slots() as u64 * PAGE_SIZE / 2;
     let part = file.len().min(share.max(half / OPENS_AHEAD as u64));
-    let mut first = 0;
-    let _ = held.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |asked| {
-        first = part.min(half.saturating_sub(asked));
-        Some(asked + first)
-    });
-    file.opened_ahead = Some((first, held));
-    ask_first(&file, first)?;
-    Ok(file)
+    let mut more = 0;
+    if asked < part {
+        let _ = held.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |taken| {
+            more = (part - asked).min(half.saturating_sub(taken));
+            Some(taken + more)
+        });
+    }
+    file.opened_ahead = Some((asked + more, held));
+    if more == 0 {
+        return Ok(());
+    }
+    file.advise(Advice::WillNeed {
+        offset: asked,
+        len: more,
+    })
 }
 
 /// Ask `file`'s policy for its first `bytes` (nothing if 0).
@@ -188,12 +243,17 @@ impl Iterator for OpenMany {
     type Item = io::Result<File>;
 
     fn next(&mut self) -> Option<io::Result<File>> {
+        // The file handed out now first, then those behind it: the nearest read gets the room.
+        self.ask_rest_ahead();
         let next = self.opening.pop_front()?;
         self.fill();
         Some(match next {
-            Opening::Ahead(thread) => thread
-                .join()
-                .unwrap_or_else(|_| Err(io::Error::other("an open ahead panicked"))),
+            // Still opening when asked above: once open, it asks for the rest itself.
+            Opening::Ahead(thread) => joined(thread).map(|mut file| {
+                let _ = ask_rest_of_first(&mut file);
+                file
+            }),
+            Opening::Ready(file) => file,
             Opening::Later(path) => self.engine.open(path),
         })
     }
