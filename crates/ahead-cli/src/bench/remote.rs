@@ -737,15 +737,6 @@ fn peak_rss() -> u64 {
 /// unused bytes, the highest peak RSS over the budget (engine contenders), and the ratios to
 /// the device and to fsspec.
 fn table(rows: &[PatternRuns], budget: u64) -> String {
-    let med = |runs: &[RemoteRun], f: fn(&RemoteRun) -> f64| {
-        let mut v: Vec<f64> = runs.iter().map(f).collect();
-        v.sort_by(|a, b| a.total_cmp(b));
-        (
-            v.get(v.len() / 2).copied().unwrap_or(0.0),
-            v.first().copied().unwrap_or(0.0),
-            v.last().copied().unwrap_or(0.0),
-        )
-    };
     let mut out = String::from(
         "pattern            contender              MB/s (min-max)          p50 ms   GETs   unused  RSS-budget  x device  x fsspec\n",
     );
@@ -796,23 +787,35 @@ fn table(rows: &[PatternRuns], budget: u64) -> String {
     out
 }
 
+/// The median of `f` over `runs`, with its lowest and highest.
+fn med(runs: &[RemoteRun], f: fn(&RemoteRun) -> f64) -> (f64, f64, f64) {
+    let mut v: Vec<f64> = runs.iter().map(f).collect();
+    v.sort_by(|a, b| a.total_cmp(b));
+    (
+        v.get(v.len() / 2).copied().unwrap_or(0.0),
+        v.first().copied().unwrap_or(0.0),
+        v.last().copied().unwrap_or(0.0),
+    )
+}
+
+/// The device's runs regrouped by the sweep's configuration: one list per configuration, its
+/// run in each of `runs`.
+fn sweep_points(runs: &[RemoteRun]) -> Vec<Vec<RemoteRun>> {
+    let points = runs.iter().map(|r| r.sweep.len()).min().unwrap_or(0);
+    (0..points)
+        .map(|i| runs.iter().map(|r| r.sweep[i].clone()).collect())
+        .collect()
+}
+
 /// The device's runs of its best configuration: the sweep's point with the highest median over
 /// the runs (as the local bench keeps its sweep's best median). The best of each run instead
 /// would lift the ceiling by the noise of picking a maximum of several samples per run.
 fn device_runs(runs: &[RemoteRun]) -> Vec<RemoteRun> {
-    let points = runs.iter().map(|r| r.sweep.len()).min().unwrap_or(0);
-    let of_point =
-        |i: usize| -> Vec<RemoteRun> { runs.iter().map(|r| r.sweep[i].clone()).collect() };
-    (0..points)
-        .map(of_point)
-        .max_by(|a, b| median_mb_per_s(a).total_cmp(&median_mb_per_s(b)))
+    let mb_per_s = |point: &Vec<RemoteRun>| med(point, |r| r.mb_per_s).0;
+    sweep_points(runs)
+        .into_iter()
+        .max_by(|a, b| mb_per_s(a).total_cmp(&mb_per_s(b)))
         .unwrap_or_else(|| runs.to_vec())
-}
-
-fn median_mb_per_s(runs: &[RemoteRun]) -> f64 {
-    let mut v: Vec<f64> = runs.iter().map(|r| r.mb_per_s).collect();
-    v.sort_by(|a, b| a.total_cmp(b));
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// Under the table, per pattern: the device's sweep, each configuration's median MB/s over
@@ -823,12 +826,11 @@ fn device_sweeps(rows: &[PatternRuns]) -> String {
         let Some((_, device)) = runs.iter().find(|(c, r)| *c == "device" && !r.is_empty()) else {
             continue;
         };
-        let points = device.iter().map(|r| r.sweep.len()).min().unwrap_or(0);
-        let medians: Vec<String> = (0..points)
-            .map(|i| {
-                let of_point: Vec<RemoteRun> = device.iter().map(|r| r.sweep[i].clone()).collect();
-                let config = of_point[0].ceiling.clone().unwrap_or_default();
-                format!("{config} {:.0}", median_mb_per_s(&of_point))
+        let medians: Vec<String> = sweep_points(device)
+            .iter()
+            .map(|point| {
+                let config = point[0].ceiling.as_deref().unwrap_or("?");
+                format!("{config} {:.0}", med(point, |r| r.mb_per_s).0)
             })
             .collect();
         if !medians.is_empty() {
