@@ -418,6 +418,32 @@ fn sequential_reads_keep_the_link_busy_at_20_ms_each_way() {
         "adaptive {adaptive:?} against the ceiling's {ceiling:?}: {stats}"
     );
     assert!(stats.requests < 200, "{stats}");
+
+    // The same engine reads a local file: its device is measured on its own, not blended
+    // with the object store's round trips (one estimate for both was wrong for both).
+    let remote = file.device_estimate();
+    assert!(remote.latency_ns > 10_000_000, "{remote:?}");
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("remote-and-local.bin");
+    let local_bytes = common::content(8 << 20, 32);
+    std::fs::write(&path, &local_bytes).unwrap();
+    let local = engine.open(&path).unwrap();
+    assert!(
+        engine.device_estimate().latency_ns < 5_000_000,
+        "the local file starts from the engine's start, not the store's {:?}",
+        engine.device_estimate()
+    );
+    let got = read_full(&local, 0, local_bytes.len()).unwrap();
+    assert!(got == local_bytes);
+    assert!(
+        local.device_estimate().latency_ns < 5_000_000,
+        "{:?}",
+        local.device_estimate()
+    );
+    assert!(
+        file.device_estimate().latency_ns > 10_000_000,
+        "{:?}",
+        file.device_estimate()
+    );
 }
 
 #[test]

@@ -250,8 +250,7 @@ impl EngineBuilder {
                 )
             })?,
             counters: Counters::default(),
-            meter: Mutex::new(Meter::new(self.device_estimate)),
-            meter_version: AtomicU64::new(0),
+            meters: Meters::new(self.device_estimate),
             in_flight: AtomicUsize::new(0),
         });
         if self.pretouch {

@@ -1,8 +1,132 @@
-//! What the engine measures of the device for its policies: latency to the first byte from
+//! What the engine measures of each device for its policies: latency to the first byte from
 //! requests that found the device idle, and bandwidth over busy periods (see
 //! [`EngineParts`]'s completion path), told to each file's policy when it moves.
+//!
+//! One meter per device ([`DeviceKey`]): a block device, or an object store's bucket (an HTTP
+//! server's host). An engine reading a local file and an S3 object at once would otherwise
+//! blend a 100 us disk with a 40 ms round trip into one estimate wrong for both, and a busy
+//! period on one would hide the other's idle requests, the only ones latency is measured from.
 
 use super::*;
+
+/// What a meter measures: the device a file's bytes come from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) enum DeviceKey {
+    /// A local file's block device (`st_dev`).
+    Block(u64),
+    /// A remote object's store: `s3://bucket`, or `scheme://host` for HTTP.
+    Store(String),
+    /// The tests' sources.
+    #[cfg(test)]
+    Other,
+}
+
+impl DeviceKey {
+    /// The device `object`'s bytes come from.
+    pub(super) fn of(object: &ObjectKey) -> DeviceKey {
+        match object {
+            ObjectKey::Inode { dev, .. } => DeviceKey::Block(*dev),
+            #[cfg(feature = "remote")]
+            ObjectKey::Url(url) => {
+                // Up to the path's first segment past the scheme: the bucket, or the host.
+                let after_scheme = url.find("://").map_or(0, |i| i + 3);
+                let end = url[after_scheme..]
+                    .find('/')
+                    .map_or(url.len(), |i| after_scheme + i);
+                DeviceKey::Store(url[..end].to_string())
+            }
+            #[cfg(test)]
+            ObjectKey::Test(_) => DeviceKey::Other,
+        }
+    }
+}
+
+/// One device's meter, shared by the files read from it, and what its completions need
+/// without its lock.
+pub(crate) struct DeviceMeter {
+    pub(super) meter: Mutex<Meter>,
+    /// The meter's version, readable without its lock (checked on every read).
+    pub(super) version: AtomicU64,
+    /// Requests in flight to this device: a busy period ends when none is left, and a request
+    /// submitted while others are in flight measures no latency.
+    pub(super) in_flight: AtomicUsize,
+}
+
+impl DeviceMeter {
+    pub(super) fn new(fixed: Option<DeviceEstimate>) -> DeviceMeter {
+        DeviceMeter {
+            meter: Mutex::new(Meter::new(fixed)),
+            version: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+        }
+    }
+
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Meter> {
+        self.meter.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Measuring starts over from the estimate a new engine starts with.
+    pub(super) fn forget(&self) {
+        let mut m = self.lock();
+        let version = m.version + 1;
+        *m = Meter::new(m.fixed.then_some(m.estimate));
+        m.version = version;
+        self.version.store(version, Ordering::Release);
+    }
+}
+
+/// The engine's meters, one per device, and the estimate the builder fixed for all (if any).
+pub(super) struct Meters {
+    by_device: Mutex<FxHashMap<DeviceKey, Arc<DeviceMeter>>>,
+    fixed: Option<DeviceEstimate>,
+    /// The meter of the file opened last: what [`Engine::device_estimate`] reports.
+    last: Mutex<Option<Arc<DeviceMeter>>>,
+}
+
+impl Meters {
+    pub(super) fn new(fixed: Option<DeviceEstimate>) -> Meters {
+        Meters {
+            by_device: Mutex::new(FxHashMap::default()),
+            fixed,
+            last: Mutex::new(None),
+        }
+    }
+
+    /// The meter of `device`, made on its first file's open.
+    pub(super) fn of(&self, device: DeviceKey) -> Arc<DeviceMeter> {
+        self.by_device
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(device)
+            .or_insert_with(|| Arc::new(DeviceMeter::new(self.fixed)))
+            .clone()
+    }
+
+    /// A file read through `meter` was opened: the one [`Meters::last_estimate`] reports.
+    pub(super) fn opened(&self, meter: &Arc<DeviceMeter>) {
+        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(meter.clone());
+    }
+
+    /// The estimate of the device of the file opened last (the starting one before any).
+    pub(super) fn last_estimate(&self) -> DeviceEstimate {
+        match &*self.last.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(meter) => meter.lock().estimate,
+            None => Meter::new(self.fixed).estimate,
+        }
+    }
+
+    /// Every meter starts over (see [`DeviceMeter::forget`]).
+    pub(super) fn forget_all(&self) {
+        for meter in self
+            .by_device
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+        {
+            meter.forget();
+        }
+    }
+}
 
 /// What the engine measures of the device, for the policies.
 pub(super) struct Meter {
@@ -107,7 +231,27 @@ impl Meter {
 
 #[cfg(test)]
 mod tests {
-    use super::Meter;
+    use super::{DeviceKey, Meter};
+    use crate::engine::ObjectKey;
+
+    #[test]
+    fn a_device_is_a_block_device_a_bucket_or_a_host() {
+        let inode = |dev, ino| DeviceKey::of(&ObjectKey::Inode { dev, ino });
+        assert_eq!(inode(8, 1), inode(8, 2));
+        assert_ne!(inode(8, 1), inode(9, 1));
+        #[cfg(feature = "remote")]
+        {
+            let url = |u: &str| DeviceKey::of(&ObjectKey::Url(u.into()));
+            assert_eq!(url("s3://bkt/a/b.bin"), DeviceKey::Store("s3://bkt".into()));
+            assert_eq!(url("s3://bkt/c"), url("s3://bkt/a/b.bin"));
+            assert_ne!(url("s3://other/c"), url("s3://bkt/c"));
+            assert_eq!(
+                url("http://127.0.0.1:8080/x/y"),
+                DeviceKey::Store("http://127.0.0.1:8080".into())
+            );
+            assert_eq!(url("https://host"), DeviceKey::Store("https://host".into()));
+        }
+    }
 
     #[test]
     fn the_bandwidth_estimate_rises_fast_and_falls_slowly() {

@@ -39,7 +39,7 @@
 //!
 //! Where each part lives: `builder` (settings and start), `reader` (the file API: a read
 //! from policy to copy-out), `requests` (a policy's I/O issued to the backend, and finished
-//! reads landing in the cache), `meter` (the device as measured for the policies), `open_many`
+//! reads landing in the cache), `meter` (each device as measured for the policies: a block device, a bucket, a host), `open_many`
 //! (many files read in turn, opened ahead of the reader), `stats`
 //! (counters, statistics, the request log), `cache` (the arena, page tables and eviction),
 //! `source` (where a file's bytes come from, one module per kind: `local` opens files, tells
@@ -85,7 +85,7 @@ pub use source::local::sizeless;
 pub fn backend_names() -> impl Iterator<Item = &'static str> {
     backend::BACKENDS.iter().map(|b| b.name)
 }
-use meter::Meter;
+use meter::{DeviceKey, DeviceMeter, Meters};
 pub use open_many::{OpenMany, OPENS_AHEAD, OPENS_AT_ONCE};
 pub use reader::File;
 use reader::PolicyState;
@@ -134,6 +134,8 @@ pub(crate) struct FileData {
     pub size: u64,
     /// Where its bytes come from.
     pub source: Box<dyn Source>,
+    /// What the engine measures of the device those bytes come from.
+    pub meter: Arc<DeviceMeter>,
 }
 
 impl FileData {
@@ -279,6 +281,7 @@ impl Engine {
                         inner.note_fallback(note);
                     }
                     let size = opened.identity.size;
+                    let meter = inner.core.meters.of(DeviceKey::of(&key));
                     reg.ids.insert(key.clone(), (id, opened.identity));
                     let table = inner.core.cache.table(id, size.div_ceil(PAGE_SIZE));
                     let d = Arc::new(FileData {
@@ -286,16 +289,18 @@ impl Engine {
                         table,
                         size,
                         source: opened.source,
+                        meter,
                     });
                     reg.live.insert(key, Arc::downgrade(&d));
                     d
                 }
             }
         };
+        inner.core.meters.opened(&data.meter);
         let config = self.policy_config(&data);
         let mut policy = make(config);
         let (estimate, version) = {
-            let mut m = inner.core.meter.lock().unwrap_or_else(|p| p.into_inner());
+            let mut m = data.meter.lock();
             if let Some(model) = data.source.limits().starts_as {
                 m.start_as(model, config.io_max_pages);
             }
@@ -413,25 +418,16 @@ impl Engine {
         })
     }
 
-    /// Forget what the engine measured of the device: policies are given the starting
+    /// Forget what the engine measured of every device: policies are given the starting
     /// estimate again, as in a new engine, and measuring starts over. For benchmarks that
     /// reuse one engine but want each run to learn the device as a new engine would.
     pub fn forget_device_estimate(&self) {
-        let core = &self.inner.core;
-        let mut m = core.meter.lock().unwrap_or_else(|p| p.into_inner());
-        let version = m.version + 1;
-        *m = Meter::new(m.fixed.then_some(m.estimate));
-        m.version = version;
-        core.meter_version.store(version, Ordering::Release);
+        self.inner.core.meters.forget_all();
     }
 
-    /// The device estimate the policies are given now (measured as reads complete).
+    /// The estimate the policies of the file opened last are given now, of its device
+    /// (measured as reads complete; each device has its own, see [`File::device_estimate`]).
     pub fn device_estimate(&self) -> DeviceEstimate {
-        self.inner
-            .core
-            .meter
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .estimate
+        self.inner.core.meters.last_estimate()
     }
 }

@@ -104,6 +104,12 @@ impl File {
         self.data.source.path()
     }
 
+    /// What the engine has measured of the device this file is read from (its block device,
+    /// or its object store), as its policy is told: each device has an estimate of its own.
+    pub fn device_estimate(&self) -> DeviceEstimate {
+        self.data.meter.lock().for_policy(self.io_max)
+    }
+
     /// Whether it is read with `O_DIRECT` (false: buffered, see [`Stats::fallbacks`]).
     pub fn is_direct(&self) -> bool {
         self.data.source.is_direct()
@@ -135,8 +141,9 @@ impl File {
     fn with_policy(&self, f: impl FnOnce(&mut dyn Policy, &mut EngineCtx<'_>)) {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let core = &self.engine.core;
-        if core.meter_version.load(Ordering::Acquire) != st.device_version {
-            let m = core.meter.lock().unwrap_or_else(|p| p.into_inner());
+        let device = &self.data.meter;
+        if device.version.load(Ordering::Acquire) != st.device_version {
+            let m = device.lock();
             st.device_version = m.version;
             let e = m.for_policy(self.io_max);
             drop(m);

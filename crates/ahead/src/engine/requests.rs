@@ -11,13 +11,12 @@
 
 use super::*;
 
-/// The cache, the counters and the meter: what a backend's completions need.
+/// The cache, the counters and the meters: what a backend's completions need.
 pub(super) struct CacheAndMeter {
     pub(super) cache: Cache,
     pub(super) counters: Counters,
-    pub(super) meter: Mutex<Meter>,
-    /// The meter's version, readable without its lock (checked on every read).
-    pub(super) meter_version: AtomicU64,
+    pub(super) meters: Meters,
+    /// Requests in flight to every device: the backend's queue, which congests.
     pub(super) in_flight: AtomicUsize,
 }
 
@@ -34,13 +33,15 @@ impl Completer for CacheAndMeter {
             self.counters.io_errors.fetch_add(1, Ordering::Relaxed);
         }
         let now = Instant::now();
-        let left = self.in_flight.fetch_sub(1, Ordering::AcqRel) - 1;
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        let device = &op.file.meter;
+        let left = device.in_flight.fetch_sub(1, Ordering::AcqRel) - 1;
         // A measurement may be skipped while busy (a reader must not queue behind one), but
         // not the end of a busy period, which the bandwidth is measured over.
         let mut m = if left == 0 {
-            self.meter.lock().unwrap_or_else(|p| p.into_inner())
+            device.lock()
         } else {
-            match self.meter.try_lock() {
+            match device.meter.try_lock() {
                 Ok(m) => m,
                 Err(_) => return,
             }
@@ -69,7 +70,7 @@ impl Completer for CacheAndMeter {
             total.saturating_sub(transfer).max(1_000)
         });
         m.update(latency, bw);
-        self.meter_version.store(m.version, Ordering::Release);
+        device.version.store(m.version, Ordering::Release);
     }
 }
 
@@ -142,10 +143,12 @@ impl EngineParts {
     /// Send requests made by [`EngineParts::start_io`] to the backend.
     pub(super) fn submit(&self, ops: &mut Vec<ReadOp>) {
         for op in ops.drain(..) {
-            let queued_behind = self.core.in_flight.fetch_add(1, Ordering::AcqRel);
+            self.core.in_flight.fetch_add(1, Ordering::AcqRel);
+            let device = &op.file.meter;
+            let queued_behind = device.in_flight.fetch_add(1, Ordering::AcqRel);
             let now = Instant::now();
             if queued_behind == 0 {
-                if let Ok(mut m) = self.core.meter.try_lock() {
+                if let Ok(mut m) = device.meter.try_lock() {
                     m.busy_since.get_or_insert(now);
                 }
             }

@@ -609,6 +609,7 @@ mod tests {
             table: cache.table(0, size / PAGE_SIZE),
             size,
             source: opened.source,
+            meter: Arc::new(crate::engine::DeviceMeter::new(None)),
         });
         let probe = Arc::new(BacklogProbe {
             shared: OnceLock::new(),
