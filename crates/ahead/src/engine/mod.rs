@@ -425,8 +425,9 @@ impl Engine {
         self.inner.core.meters.forget_all();
     }
 
-    /// The estimate the policies of the file opened last are given now, of its device
-    /// (measured as reads complete; each device has its own, see [`File::device_estimate`]).
+    /// The estimate of the device of the file opened last: as measured so far, or the one
+    /// its meter started from (each device has its own; [`File::device_estimate`] gives a
+    /// file's, as its policy is told it).
     pub fn device_estimate(&self) -> DeviceEstimate {
         self.inner.core.meters.last_estimate()
     }
