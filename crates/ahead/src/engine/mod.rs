@@ -39,9 +39,9 @@
 //!
 //! Where each part lives: `builder` (settings and start), `reader` (the file API: a read
 //! from policy to copy-out), `requests` (a policy's I/O issued to the backend, and finished
-//! reads landing in the cache), `meter` (each device as measured for the policies: a block device, a bucket, a host), `open_many`
-//! (many files read in turn, opened ahead of the reader), `stats`
-//! (counters, statistics, the request log), `cache` (the arena, page tables and eviction),
+//! reads landing in the cache), `meter` (each device as measured for the policies: a block
+//! device, a bucket, a host), `open_many` (many files read in turn, opened ahead of the
+//! reader), `stats` (counters, statistics, the request log), `cache` (the arena, page tables and eviction),
 //! `source` (where a file's bytes come from, one module per kind: `local` opens files, tells
 //! their identity, holds their leases) and `backend` (one file per I/O backend); this file
 //! holds the engine itself: its parts, and opening files through it.

@@ -123,7 +123,7 @@ impl Engine {
             .collect::<io::Result<Vec<File>>>()?;
         let share = self.inner.budget_pages.load(Ordering::Relaxed) * PAGE_SIZE;
         for file in &files {
-            ask_first(file, file.len().min(share))?;
+            will_need(file, 0, file.len().min(share))?;
         }
         Ok(files)
     }
@@ -219,24 +219,15 @@ fn ask_rest_of_first(file: &mut File) -> io::Result<()> {
         });
     }
     file.opened_ahead = Some((asked + more, held));
-    if more == 0 {
-        return Ok(());
-    }
-    file.advise(Advice::WillNeed {
-        offset: asked,
-        len: more,
-    })
+    will_need(file, asked, more)
 }
 
-/// Ask `file`'s policy for its first `bytes` (nothing if 0).
-fn ask_first(file: &File, bytes: u64) -> io::Result<()> {
+/// Tell `file`'s policy that `bytes` from `offset` will be needed (nothing if 0).
+fn will_need(file: &File, offset: u64, bytes: u64) -> io::Result<()> {
     if bytes == 0 {
         return Ok(());
     }
-    file.advise(Advice::WillNeed {
-        offset: 0,
-        len: bytes,
-    })
+    file.advise(Advice::WillNeed { offset, len: bytes })
 }
 
 impl Iterator for OpenMany {
