@@ -434,16 +434,14 @@ fn sequential_reads_keep_the_link_busy_at_20_ms_each_way() {
     );
     let got = read_full(&local, 0, local_bytes.len()).unwrap();
     assert!(got == local_bytes);
+    // Measured now: a local disk under a loaded CI machine's other tests answered in 7.7 ms
+    // once, so it is held against the store's round trip, which one shared meter would equal.
+    let (local_now, remote_now) = (local.device_estimate(), file.device_estimate());
     assert!(
-        local.device_estimate().latency_ns < 5_000_000,
-        "{:?}",
-        local.device_estimate()
+        local_now.latency_ns * 2 < remote_now.latency_ns,
+        "local {local_now:?}, remote {remote_now:?}"
     );
-    assert!(
-        file.device_estimate().latency_ns > 10_000_000,
-        "{:?}",
-        file.device_estimate()
-    );
+    assert!(remote_now.latency_ns > 10_000_000, "{remote_now:?}");
 }
 
 #[test]
