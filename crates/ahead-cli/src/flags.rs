@@ -177,6 +177,10 @@ pub(crate) struct ModelArgs {
     /// Time the reader spends on each page, in microseconds.
     #[arg(long, default_value_t = 0.0)]
     pub(crate) compute_us: f64,
+    /// How the cache evicts: lru (the kernel's page cache) or clock (the engine's cache, to
+    /// see what `ahead cat` and the library would do under memory pressure).
+    #[arg(long, default_value = "lru", value_parser = ["lru", "clock"])]
+    pub(crate) eviction: String,
     /// Print one JSON document instead of tables.
     #[arg(long)]
     pub(crate) json: bool,
@@ -349,6 +353,11 @@ impl ModelArgs {
                     .folio_max_order
                     .or(d.folio_max_order)
                     .unwrap_or(PolicyConfig::default().folio_max_order),
+            },
+            eviction: if self.eviction == "clock" {
+                sim::Eviction::Clock
+            } else {
+                sim::Eviction::Lru
             },
             ..SimConfig::default()
         })

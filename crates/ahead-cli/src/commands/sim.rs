@@ -32,14 +32,20 @@ pub(crate) fn cmd_sim(a: SimArgs) -> Result<String, Failure> {
             "device": config.device,
             "cache_pages": config.cache_pages,
             "ra_max_pages": config.policy.ra_max_pages,
+            "eviction": a.model.eviction,
             "results": report::results_json(&runs),
         })));
     } else {
         writeln!(
             out,
-            "pattern {spec}, device {}, cache {}, max window {} KiB",
+            "pattern {spec}, device {}, cache {}{}, max window {} KiB",
             config.device,
             show_size(config.cache_pages as u64 * PAGE_SIZE),
+            if config.eviction == sim::Eviction::Clock {
+                " (CLOCK, as the engine's)"
+            } else {
+                ""
+            },
             a.model.ra_kb(Defaults::default())
         )
         .ok();

@@ -9,6 +9,12 @@
 //! Lookups are a direct index per file (`Vec` from page to slot), and the LRU is an intrusive
 //! doubly linked list over a slab of slots, so a hit costs a few memory accesses and no
 //! allocation: the simulator has to run tens of millions of page accesses a second.
+//!
+//! [`Eviction::Clock`] models the engine's cache instead (`engine/cache.rs`), slot for slot:
+//! the slab is its arena, slots handed out from the start while none below is free, then a
+//! hand that clears reference bits (set when a page is read in and when it is used) and takes
+//! the first free slot or page whose bit is clear. With it the two drivers evict the same
+//! pages, and so agree under memory pressure (the engine's test of the two drivers).
 
 use crate::units::PageRange;
 
@@ -39,6 +45,32 @@ pub(crate) struct Evicted {
     pub used: bool,
 }
 
+/// How the cache chooses the page to evict.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Eviction {
+    /// The kernel's page cache: the least recently used page (one list standing for its
+    /// active and inactive lists).
+    #[default]
+    Lru,
+    /// The engine's cache: CLOCK over its arena's slots (see the module comment). It also
+    /// remembers no more evicted pages (to recognise a refault) than it has slots, as the
+    /// engine does.
+    Clock,
+}
+
+/// The engine's CLOCK: the slots handed out so far (`frontier`), the hand, a reference bit per
+/// slot, how many slots below the frontier are free, and the slots read into since the reads
+/// last completed (in flight: the hand passes them by).
+#[derive(Debug)]
+struct ClockHand {
+    hand: usize,
+    frontier: usize,
+    refbit: Vec<bool>,
+    in_flight: Vec<bool>,
+    pending: Vec<u32>,
+    free_below: usize,
+}
+
 /// The page cache model.
 #[derive(Debug)]
 pub(crate) struct PageCache {
@@ -49,10 +81,21 @@ pub(crate) struct PageCache {
     tail: u32, // least recently used
     files: Vec<Vec<u32>>,
     len: usize,
+    /// `Some` under [`Eviction::Clock`]: then the LRU list is not kept.
+    clock: Option<ClockHand>,
 }
 
 impl PageCache {
-    pub(crate) fn new(capacity_pages: usize) -> PageCache {
+    /// The eviction it models.
+    pub(crate) fn eviction(&self) -> Eviction {
+        if self.clock.is_some() {
+            Eviction::Clock
+        } else {
+            Eviction::Lru
+        }
+    }
+
+    pub(crate) fn new(capacity_pages: usize, eviction: Eviction) -> PageCache {
         PageCache {
             capacity: capacity_pages.max(1),
             slots: Vec::new(),
@@ -61,6 +104,23 @@ impl PageCache {
             tail: NIL,
             files: Vec::new(),
             len: 0,
+            clock: (eviction == Eviction::Clock).then(|| ClockHand {
+                hand: 0,
+                frontier: 0,
+                refbit: Vec::new(),
+                in_flight: Vec::new(),
+                pending: Vec::new(),
+                free_below: 0,
+            }),
+        }
+    }
+
+    /// Evicted pages remembered at most, to recognise a refault (`usize::MAX`: no bound).
+    pub(crate) fn shadow_limit(&self) -> usize {
+        if self.clock.is_some() {
+            self.capacity
+        } else {
+            usize::MAX
         }
     }
 
@@ -159,16 +219,86 @@ impl PageCache {
             return None;
         }
         self.unlink(s);
+        let ev = self.vacate(s);
+        self.free.push(s);
+        Some(ev)
+    }
+
+    /// Slot `s` no longer holds its page: the page is gone from its file's index.
+    fn vacate(&mut self, s: u32) -> Evicted {
         let slot = self.slots[s as usize];
         self.files[slot.file as usize][slot.page as usize] = NIL;
-        self.free.push(s);
+        self.slots[s as usize].file = NIL;
         self.len -= 1;
-        Some(Evicted {
+        Evicted {
             file: slot.file,
             page: slot.page,
             owner: slot.owner,
             used: slot.flags & USED != 0,
-        })
+        }
+    }
+
+    /// The engine's allocation of one slot (`Cache::alloc`): a new slot at the frontier while
+    /// none below it is free and the arena has room; else the hand's first free slot or page
+    /// whose reference bit is clear, clearing set bits as it passes and passing by pages in
+    /// flight. The engine's sync backend, which this models, reads a policy call's requests
+    /// once the call returns: until [`Self::complete_reads`], the pages placed are in flight.
+    fn clock_take(&mut self) -> (u32, Option<Evicted>) {
+        let c = self.clock.as_mut().expect("clock eviction");
+        if c.frontier < self.capacity && c.free_below == 0 {
+            c.frontier += 1;
+            c.refbit.push(false);
+            c.in_flight.push(true);
+            c.pending.push((c.frontier - 1) as u32);
+            self.slots.push(Slot {
+                file: NIL,
+                owner: 0,
+                page: 0,
+                prev: NIL,
+                next: NIL,
+                ready_ns: 0,
+                loaded_seq: 0,
+                flags: 0,
+                order: 0,
+            });
+            return ((c.frontier - 1) as u32, None);
+        }
+        let mut steps = 0;
+        loop {
+            let c = self.clock.as_mut().expect("clock eviction");
+            let s = c.hand % c.frontier;
+            c.hand = (s + 1) % c.frontier;
+            steps += 1;
+            // Past two turns every slot is in flight (a request larger than the cache, which
+            // the engine would cut short): take the slot anyway.
+            let any = steps > 2 * c.frontier;
+            if c.in_flight[s] && !any {
+                continue;
+            }
+            c.in_flight[s] = true;
+            c.pending.push(s as u32);
+            if self.slots[s].file == NIL {
+                c.free_below -= 1;
+                return (s as u32, None);
+            }
+            if !any && std::mem::take(&mut c.refbit[s]) {
+                c.in_flight[s] = false;
+                c.pending.pop();
+                continue;
+            }
+            return (s as u32, Some(self.vacate(s as u32)));
+        }
+    }
+
+    /// Under [`Eviction::Clock`], the reads placed since the last call complete: their pages
+    /// are referenced, and the hand may take them again. (A no-op under LRU.)
+    pub(crate) fn complete_reads(&mut self) {
+        if let Some(c) = self.clock.as_mut() {
+            for s in c.pending.drain(..) {
+                c.in_flight[s as usize] = false;
+                c.refbit[s as usize] = true;
+            }
+        }
     }
 
     /// Insert an absent page at the MRU end, evicting the LRU page first if the cache is full.
@@ -186,10 +316,13 @@ impl PageCache {
         order: u8,
     ) -> Option<Evicted> {
         debug_assert!(!self.contains(file, page));
-        let evicted = if self.len >= self.capacity {
-            self.evict_lru()
+        let (taken, evicted) = if self.clock.is_some() {
+            let (s, ev) = self.clock_take();
+            (Some(s), ev)
+        } else if self.len >= self.capacity {
+            (None, self.evict_lru())
         } else {
-            None
+            (None, None)
         };
         let slot = Slot {
             file,
@@ -202,7 +335,7 @@ impl PageCache {
             flags: if marker { MARKER } else { 0 },
             order,
         };
-        let s = match self.free.pop() {
+        let s = match taken.or_else(|| self.free.pop()) {
             Some(s) => {
                 self.slots[s as usize] = slot;
                 s
@@ -217,22 +350,29 @@ impl PageCache {
             table.resize(page as usize + 1, NIL);
         }
         table[page as usize] = s;
-        self.push_front(s);
+        if self.clock.is_none() {
+            self.push_front(s);
+        }
         self.len += 1;
         evicted
     }
 
-    /// The reader touches a cached page: move it to the MRU end and mark it used. Returns when
-    /// its data is ready, when it was loaded, and whether this is its first use.
+    /// The reader touches a cached page: move it to the MRU end (under CLOCK: set its
+    /// reference bit) and mark it used. Returns when its data is ready, when it was loaded, and
+    /// whether this is its first use.
     #[inline]
     pub(crate) fn touch(&mut self, file: u32, page: u64) -> Option<Touched> {
         let s = self.slot_of(file, page);
         if s == NIL {
             return None;
         }
-        if self.head != s {
-            self.unlink(s);
-            self.push_front(s);
+        match self.clock.as_mut() {
+            Some(c) => c.refbit[s as usize] = true,
+            None if self.head != s => {
+                self.unlink(s);
+                self.push_front(s);
+            }
+            None => {}
         }
         let slot = &mut self.slots[s as usize];
         let first_use = slot.flags & USED == 0;
@@ -250,17 +390,20 @@ impl PageCache {
         if s == NIL {
             return None;
         }
-        self.unlink(s);
-        let slot = self.slots[s as usize];
-        self.files[file as usize][page as usize] = NIL;
-        self.free.push(s);
-        self.len -= 1;
-        Some(Evicted {
-            file: slot.file,
-            page: slot.page,
-            owner: slot.owner,
-            used: slot.flags & USED != 0,
-        })
+        let ev = match self.clock.as_mut() {
+            Some(c) => {
+                // A free slot below the frontier: the hand takes it when it comes by.
+                c.free_below += 1;
+                self.vacate(s)
+            }
+            None => {
+                self.unlink(s);
+                let ev = self.vacate(s);
+                self.free.push(s);
+                ev
+            }
+        };
+        Some(ev)
     }
 }
 
@@ -300,7 +443,7 @@ mod tests {
 
     #[test]
     fn lru_evicts_the_least_recently_touched_page() {
-        let mut c = PageCache::new(2);
+        let mut c = PageCache::new(2, Eviction::Lru);
         let f = c.add_file();
         assert_eq!(c.insert(f, 0, 0, 0, 0, false, 0), None);
         assert_eq!(c.insert(f, 0, 1, 0, 0, false, 0), None);
@@ -314,8 +457,48 @@ mod tests {
     }
 
     #[test]
+    fn clock_gives_a_referenced_page_a_second_chance_and_passes_reads_in_flight_by() {
+        let mut c = PageCache::new(3, Eviction::Clock);
+        let f = c.add_file();
+        for p in 0..3 {
+            assert_eq!(c.insert(f, 0, p, 0, 0, false, 0), None);
+        }
+        c.complete_reads();
+        // Every page is referenced (read in): the hand clears all three bits, then takes the
+        // first slot, page 0.
+        let ev = c.insert(f, 0, 3, 0, 0, false, 0).expect("full");
+        assert_eq!((ev.page, ev.used), (0, false));
+        // Page 2 is used (its bit set again); pages 3 and 4 stay in flight (no
+        // `complete_reads`). The hand takes page 1, whose bit it cleared; then it clears page
+        // 2's bit, passes 3 and 4 by, and comes back to take page 2.
+        c.touch(f, 2);
+        let ev = c.insert(f, 0, 4, 0, 0, false, 0).expect("full");
+        assert_eq!(ev.page, 1);
+        let ev = c.insert(f, 0, 5, 0, 0, false, 0).expect("full");
+        assert_eq!((ev.page, ev.used), (2, true));
+        assert!(c.contains(f, 3) && c.contains(f, 4) && c.contains(f, 5));
+        assert_eq!(c.len(), 3);
+    }
+
+    #[test]
+    fn clock_takes_a_dropped_pages_slot_when_the_hand_reaches_it() {
+        let mut c = PageCache::new(4, Eviction::Clock);
+        let f = c.add_file();
+        for p in 0..4 {
+            c.insert(f, 0, p, 0, 0, false, 0);
+        }
+        c.complete_reads();
+        assert!(c.remove(f, 2).is_some());
+        // No new slot while one below the frontier is free: the hand clears 0 and 1, takes
+        // slot 2 (free), and evicts nothing.
+        assert_eq!(c.insert(f, 0, 9, 0, 0, false, 0), None);
+        assert_eq!(c.len(), 4);
+        assert_eq!(c.shadow_limit(), 4);
+    }
+
+    #[test]
     fn markers_are_per_page() {
-        let mut c = PageCache::new(4);
+        let mut c = PageCache::new(4, Eviction::Lru);
         let f = c.add_file();
         c.insert(f, 0, 3, 0, 0, true, 0);
         assert!(c.has_marker(f, 3));
@@ -326,7 +509,7 @@ mod tests {
 
     #[test]
     fn a_folio_marker_answers_for_every_page_of_the_folio() {
-        let mut c = PageCache::new(16);
+        let mut c = PageCache::new(16, Eviction::Lru);
         let f = c.add_file();
         for p in 8..12 {
             c.insert(f, 0, p, 0, 0, p == 8, 2);

@@ -16,6 +16,10 @@ pub(super) struct Ctx<'a> {
     pub(super) paper: bool,
     pub(super) windows: Option<&'a mut Vec<FileWindow>>,
     pub(super) budget: u64,
+    /// Pages the reader copied out before the policy saw its read (CLOCK, as the engine's
+    /// reader does): the policy is told they are cached, as the engine tells it, whatever its
+    /// I/O evicts meanwhile.
+    pub(super) known_cached: PageRange,
 }
 
 impl Ctx<'_> {
@@ -59,13 +63,18 @@ impl Ctx<'_> {
             for page in q..q + n {
                 while p + submitted * command <= page {
                     let at = p + submitted * command;
-                    ready_ns =
-                        self.device
-                            .submit(self.now_ns, self.file, at, command.min(run_end - at));
+                    let pages = command.min(run_end - at);
+                    ready_ns = self.device.submit(self.now_ns, self.file, at, pages);
                     submitted += 1;
-                }
-                if self.thrash.refault(self.file, page) {
-                    self.files[self.file as usize].counters.thrashed_pages += 1;
+                    // A command's refaults are counted before its pages take their places (as
+                    // the engine claims a request's pages before it allocates their slots):
+                    // where the shadows kept are bounded, the order decides which evictions
+                    // leave one.
+                    for q in at..at + pages {
+                        if self.thrash.refault(self.file, q) {
+                            self.files[self.file as usize].counters.thrashed_pages += 1;
+                        }
+                    }
                 }
                 if let Some(ev) = self.cache.insert(
                     self.file,
@@ -76,7 +85,7 @@ impl Ctx<'_> {
                     marker && page == q,
                     order,
                 ) {
-                    if !ev.used {
+                    if !ev.used && self.thrash.shadows.len() < self.cache.shadow_limit() {
                         self.thrash.shadows.insert((ev.file, ev.page), ev.owner);
                     }
                 }
@@ -93,7 +102,7 @@ impl RaContext for Ctx<'_> {
     }
 
     fn is_cached(&self, page: u64) -> bool {
-        self.cache.contains(self.file, page)
+        self.known_cached.contains(page) || self.cache.contains(self.file, page)
     }
 
     fn has_marker(&self, page: u64) -> bool {

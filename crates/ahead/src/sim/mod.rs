@@ -34,6 +34,7 @@ use crate::policy::{
 };
 use crate::units::{Bytes, PageRange, PAGE_SIZE};
 use crate::workload::{Event, Workload};
+pub use cache::Eviction;
 use cache::PageCache;
 use device::Device;
 
@@ -53,6 +54,8 @@ pub struct SimConfig {
     pub policy: PolicyConfig,
     /// How a policy's I/O is counted (and what it is told it started).
     pub accounting: Accounting,
+    /// How the cache chooses what to evict: the kernel's LRU, or the engine's CLOCK.
+    pub eviction: Eviction,
 }
 
 /// How I/O is counted.
@@ -75,6 +78,7 @@ impl Default for SimConfig {
             compute_ns_per_page: 0,
             policy: PolicyConfig::default(),
             accounting: Accounting::Faithful,
+            eviction: Eviction::Lru,
         }
     }
 }
@@ -110,6 +114,9 @@ pub struct Simulator {
     /// Under the oracle's plan, where the reader computes: each read that waited for a page in
     /// flight, for the plan's refinement (see [`Simulator::run_workload`]).
     oracle_waits: Vec<ReadWait>,
+    /// Under CLOCK, the pages of the current read copied before its policy saw it (reused
+    /// from read to read).
+    copied: Vec<cache::Touched>,
 }
 
 /// A read that waited for pages in flight.
@@ -194,7 +201,7 @@ impl Simulator {
         Ok(Simulator {
             config,
             policy_name: policy_name.to_string(),
-            cache: PageCache::new(config.cache_pages),
+            cache: PageCache::new(config.cache_pages, config.eviction),
             device: Device::new(config.device, config.policy.io_max_pages),
             files: Vec::new(),
             opens: Vec::new(),
@@ -205,6 +212,7 @@ impl Simulator {
             windows: None,
             oracle: None,
             oracle_waits: Vec::new(),
+            copied: Vec::new(),
         })
     }
 
@@ -299,6 +307,7 @@ impl Simulator {
         }
         let (open, mut ctx) = self.policy_and_ctx(handle, file);
         open.policy.on_hint(hint, &mut ctx);
+        ctx.cache.complete_reads();
         self.deliver_thrash();
         Ok(())
     }
@@ -322,8 +331,24 @@ impl Simulator {
             oracle.on_read((self.seq - 1) as usize, |f, io| {
                 let (mut ctx, _) = self.ctx_for(f, handle);
                 ctx.start_io(io);
+                ctx.cache.complete_reads();
             });
             self.oracle = Some(oracle);
+        }
+        // The engine's reader copies the pages already there before it shows the read to its
+        // policy: under its CLOCK they are used, and referenced, before the policy's I/O turns
+        // the hand (the kernel's reader marks pages accessed after its readahead).
+        let mut copied = std::mem::take(&mut self.copied);
+        copied.clear();
+        if self.cache.eviction() == Eviction::Clock {
+            let mut p = read.first_page();
+            while let Some(t) = (p < read.end_page())
+                .then(|| self.cache.touch(file, p))
+                .flatten()
+            {
+                copied.push(t);
+                p += 1;
+            }
         }
         let congested = self.device.congested(self.now_ns);
         // The oracle's plans are cut where reads waited only where the reader computes.
@@ -331,11 +356,13 @@ impl Simulator {
 
         let (start_ns, seq, compute_ns) = (self.now_ns, self.seq, self.config.compute_ns_per_page);
         let (open, mut ctx) = self.policy_and_ctx(handle, file);
+        ctx.known_cached = PageRange::of_len(read.first_page(), copied.len() as u64);
         if open.congested != congested {
             open.congested = congested;
             open.policy.on_congestion(congested);
         }
         open.policy.on_read(read, &mut ctx);
+        ctx.cache.complete_reads();
 
         // The reader walks its pages.
         let (first, last) = (read.first_page(), read.end_page());
@@ -344,22 +371,26 @@ impl Simulator {
         let mut waited = first;
         let mut p = first;
         while p < last {
-            let touched = match ctx.cache.touch(file, p) {
+            let touched = match copied.get((p - first) as usize).copied() {
                 Some(t) => t,
-                None => {
-                    // Absent: read this page and the absent ones after it in one request, no
-                    // more than the cache holds (so this page survives its own request).
-                    let run_limit = last.min(p + ctx.cache.capacity() as u64);
-                    let mut run_end = p + 1;
-                    while run_end < run_limit && !ctx.cache.contains(file, run_end) {
-                        run_end += 1;
+                None => match ctx.cache.touch(file, p) {
+                    Some(t) => t,
+                    None => {
+                        // Absent: read this page and the absent ones after it in one request, no
+                        // more than the cache holds (so this page survives its own request).
+                        let run_limit = last.min(p + ctx.cache.capacity() as u64);
+                        let mut run_end = p + 1;
+                        while run_end < run_limit && !ctx.cache.contains(file, run_end) {
+                            run_end += 1;
+                        }
+                        ctx.now_ns = now;
+                        ctx.start_io(IoRequest::sync(p, run_end - p));
+                        ctx.cache.complete_reads();
+                        ctx.cache
+                            .touch(file, p)
+                            .expect("a page just read is cached")
                     }
-                    ctx.now_ns = now;
-                    ctx.start_io(IoRequest::sync(p, run_end - p));
-                    ctx.cache
-                        .touch(file, p)
-                        .expect("a page just read is cached")
-                }
+                },
             };
             if touched.loaded_seq < seq {
                 c.hit_pages += 1;
@@ -391,6 +422,7 @@ impl Simulator {
             });
         }
         self.now_ns = now;
+        self.copied = copied;
         self.deliver_thrash();
         Ok(())
     }
@@ -433,6 +465,7 @@ impl Simulator {
             seq: *seq,
             paper: config.accounting == Accounting::Paper,
             windows: windows.as_mut(),
+            known_cached: PageRange::default(),
         };
         (ctx, opens)
     }
