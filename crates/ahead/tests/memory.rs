@@ -1,6 +1,7 @@
 //! The engine's memory follows what it caches, not its budget: a large budget costs nothing at
 //! start, an engine that has cached N MiB holds at most N + 32 MiB more than before it was
-//! built, one whose pages are dropped gives the memory back, and a cache refilled does not grow
+//! built, one whose pages are dropped gives the memory back (below a page still cached too),
+//! and a cache refilled does not grow
 //! past what it held at its fullest; an engine built to pretouch holds its budget from the
 //! start and no more after.
 //! One test in its own binary, so no other test's memory is counted.
@@ -103,6 +104,28 @@ fn memory_follows_what_the_cache_holds_not_the_budget() {
             again / MIB,
             cached / MIB
         );
+
+        // Most of it dropped, the rest in the slots at the top of what the cache uses: the
+        // free memory below a slot in use goes back too.
+        let f = engine.open(&big).unwrap();
+        f.advise(Advice::DontNeed {
+            offset: 0,
+            len: 48 * MIB,
+        })
+        .unwrap();
+        drop(f);
+        let still = engine.stats().resident_pages * 4096;
+        assert!(still >= 16 * MIB, "{backend:?}: {:?}", engine.stats());
+        let held = rss().saturating_sub(before);
+        assert!(
+            held <= still + 32 * MIB,
+            "{backend:?}: {} MiB still cached, at the top, after don't-need of the rest: the \
+             engine holds {} MiB",
+            still / MIB,
+            held / MIB
+        );
+        // The slots given back are read into again, every byte right.
+        read_all(&engine, &big);
         drop(engine);
 
         // Pretouched: the budget is held from the build, and reading adds nothing to it.

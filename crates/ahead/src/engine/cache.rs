@@ -36,7 +36,12 @@
 //!   there are at least [`TRIM_MIN_BYTES`] of them: an engine holds about what it caches now,
 //!   not what it cached at its fullest. The backend first lets go of any hold it has on that
 //!   memory (io_uring: the registered buffers that reach it), keeping a granule of its choosing
-//!   above the slots in use. Free slots below a slot in use stay (nothing moves pages down).
+//!   above the slots in use. Below the highest slot in use, nothing moves pages down, but each
+//!   unit of the arena (a granule, 2 MiB at least) whose slots are all free is given back as
+//!   well, once neither neighbour has a read in flight: a cache that drops most of what it
+//!   held holds about what is left, whatever slots that sits in. The hand hands such a unit's
+//!   slots out again as it reaches them, faulting the memory in anew (as does registering a
+//!   neighbour's io_uring buffer again, which spans the unit).
 //!
 //! Lock order: the allocator (the clock) before a shard. Readers take shard locks only, one at
 //! a time, and never the allocator while holding one.
@@ -64,6 +69,9 @@ const CHUNK_SHIFT: u32 = 9;
 /// The least memory [`Cache::trim`] gives back at once: less is not worth the faults of
 /// using it again.
 pub(crate) const TRIM_MIN_BYTES: usize = 16 << 20;
+/// The least memory given back from below the highest slot in use, at once: a huge page, so
+/// giving it back splits none.
+const GIVE_BACK_UNIT_BYTES: usize = 2 << 20;
 
 const PAGE: usize = PAGE_SIZE as usize;
 
@@ -272,9 +280,25 @@ impl Drop for Arena {
 
 struct Clock {
     hand: usize,
-    /// Slots below this have been handed out at least once (their memory is faulted in);
-    /// none above it has.
+    /// Slots below this have been handed out at least once (their memory is faulted in, but
+    /// for units given back since); none above it has.
     frontier: usize,
+    /// Slots per unit of memory given back below the frontier (0 until the first trim), and
+    /// which units are given back and not handed a slot since.
+    unit_slots: usize,
+    given_back: Vec<bool>,
+}
+
+impl Clock {
+    /// Slot `s` is handed out: its unit's memory is faulted in again as it is read into.
+    fn taken(&mut self, s: usize) {
+        if let Some(g) = s
+            .checked_div(self.unit_slots)
+            .and_then(|u| self.given_back.get_mut(u))
+        {
+            *g = false;
+        }
+    }
 }
 
 /// A lock for changes to a group of pages, and the readers waiting for pages of it. Waking is
@@ -308,6 +332,9 @@ pub(crate) struct Cache {
     slot_state: Box<[AtomicU8]>,
     /// Free slots below the frontier: while there are any, the frontier does not move.
     free_below_frontier: AtomicUsize,
+    /// Slots freed since [`Cache::trim`] last looked: it looks again only once there are
+    /// enough to give back.
+    freed_since_trim: AtomicUsize,
     /// The frontier, readable without the clock's lock (stats).
     frontier: AtomicUsize,
     /// The key of the page in each slot, packed (see `pack`).
@@ -374,6 +401,8 @@ impl Cache {
             clock: Mutex::new(Clock {
                 hand: 0,
                 frontier: 0,
+                unit_slots: 0,
+                given_back: Vec::new(),
             }),
             slot_freed: Condvar::new(),
             alloc_waiters: AtomicUsize::new(0),
@@ -382,6 +411,7 @@ impl Cache {
             // are all zero).
             slot_state: zeroed_atomics(slots),
             free_below_frontier: AtomicUsize::new(0),
+            freed_since_trim: AtomicUsize::new(0),
             frontier: AtomicUsize::new(0),
             slot_owner: zeroed_atomics(slots),
             refbit: zeroed_atomics(slots),
@@ -557,6 +587,7 @@ impl Cache {
                     let key = (id, first + got.len() as u64);
                     self.slot_owner[s].store(pack(key), Ordering::Relaxed);
                     got.push(s as u32);
+                    clock.taken(s);
                     continue;
                 }
                 // Two turns of the slots below it: the first may only clear reference bits.
@@ -570,6 +601,7 @@ impl Cache {
                     let key = (id, first + got.len() as u64);
                     self.slot_owner[slot as usize].store(pack(key), Ordering::Relaxed);
                     got.push(slot);
+                    clock.taken(s);
                 }
             }
             if !got.is_empty() || !wait {
@@ -828,17 +860,23 @@ impl Cache {
         self.slots_freed();
     }
 
-    /// Give the system back the arena's memory above the highest slot in use (see the module
-    /// comment), keeping `granule` bytes above it and starting on a multiple of `granule`
-    /// (a page at least). `let_go(from)` is called first, with the clock held and no slot at or
-    /// above `from - granule` in use: the backend drops its hold on the arena from `from` on.
-    /// Returns the slots given back.
-    pub fn trim(&self, granule: usize, let_go: impl FnOnce(usize)) -> usize {
+    /// Give the system back the arena's free memory (see the module comment): above the
+    /// highest slot in use, keeping `granule` bytes above it and starting on a multiple of
+    /// `granule` (a page at least); and below it, each unit of `granule` bytes (2 MiB at
+    /// least) whose slots are all free, with no read in flight in either neighbour.
+    /// `let_go(from, to)` is called first for each range, with the clock held and no read in
+    /// flight within a granule of it: the backend drops its hold on the arena there. Returns
+    /// the slots given back.
+    pub fn trim(&self, granule: usize, mut let_go: impl FnMut(usize, usize)) -> usize {
         let min_slots = TRIM_MIN_BYTES / PAGE;
-        if self.free_below_frontier.load(Ordering::Acquire) < min_slots {
+        if self.free_below_frontier.load(Ordering::Acquire) < min_slots
+            || self.freed_since_trim.load(Ordering::Acquire) < min_slots
+        {
             return 0;
         }
         let mut clock = self.clock.lock().unwrap_or_else(|p| p.into_inner());
+        self.freed_since_trim.store(0, Ordering::Release);
+        let granule_slots = granule.div_ceil(PAGE).max(1);
         let old = clock.frontier;
         let mut top = old;
         // Free slots are counted before they are marked, and only the clock takes them: the
@@ -846,37 +884,94 @@ impl Cache {
         while top > 0 && self.slot_state[top - 1].load(Ordering::Acquire) == SLOT_FREE {
             top -= 1;
         }
-        let granule_slots = granule.div_ceil(PAGE).max(1);
-        let keep = (top.div_ceil(granule_slots) + 1) * granule_slots;
-        if keep >= old || old - keep < min_slots {
-            return 0;
+        let keep = ((top.div_ceil(granule_slots) + 1) * granule_slots).min(old);
+        let mut given = 0;
+        if old - keep >= min_slots {
+            let_go(keep * PAGE, self.slots * PAGE);
+            self.give_back(keep, old);
+            clock.frontier = keep;
+            clock.hand %= keep;
+            self.frontier.store(keep, Ordering::Release);
+            self.free_below_frontier
+                .fetch_sub(old - keep, Ordering::AcqRel);
+            given += old - keep;
         }
-        let_go(keep * PAGE);
+        given + self.trim_below(&mut clock, granule_slots, &mut let_go)
+    }
+
+    /// The units below the frontier that [`Cache::trim`] gives back: those whose slots are all
+    /// free and were not given back already, where neither neighbour has a read in flight (a
+    /// backend's hold on the arena, dropped for the unit, may reach into a neighbour: io_uring's
+    /// buffers span two slabs; a neighbour's cached pages stay mapped, but a read in flight
+    /// into it may be using that hold).
+    fn trim_below(
+        &self,
+        clock: &mut Clock,
+        granule_slots: usize,
+        let_go: &mut impl FnMut(usize, usize),
+    ) -> usize {
+        let unit = granule_slots * (GIVE_BACK_UNIT_BYTES / PAGE).div_ceil(granule_slots).max(1);
+        if clock.unit_slots != unit {
+            clock.unit_slots = unit;
+            clock.given_back.clear();
+        }
+        let units = clock.frontier / unit;
+        clock
+            .given_back
+            .resize(units.max(clock.given_back.len()), false);
+        // Whether unit `u` has every slot free, and whether it has a read in flight.
+        let look = |u: usize| {
+            let slots = &self.slot_state[u * unit..(u + 1) * unit];
+            let state = |s: &AtomicU8| s.load(Ordering::Acquire);
+            (
+                slots.iter().all(|s| state(s) == SLOT_FREE),
+                slots.iter().any(|s| state(s) == SLOT_IN_FLIGHT),
+            )
+        };
+        let mut given = 0;
+        // Units u - 1, u and u + 1, carried along the scan (one past the end: no read there).
+        let mut before = (true, false);
+        let mut here = if units > 0 { look(0) } else { (false, false) };
+        for u in 0..units {
+            let after = if u + 1 < units {
+                look(u + 1)
+            } else {
+                (false, false)
+            };
+            if here.0 && !before.1 && !after.1 && !clock.given_back[u] {
+                let (from, to) = (u * unit, (u + 1) * unit);
+                let_go(from * PAGE, to * PAGE);
+                self.give_back(from, to);
+                clock.given_back[u] = true;
+                given += unit;
+            }
+            (before, here) = (here, after);
+        }
+        given
+    }
+
+    /// Return slots `[from, to)` of the arena to the system (none of them in use), counted.
+    fn give_back(&self, from: usize, to: usize) {
         // SAFETY: advice on slots of the arena none of which is in use or handed out while the
         // clock is held; a reader still copying from one of them (a page dropped under it)
         // reads zeros and discards the copy when it checks the page's word again.
         unsafe {
             libc::madvise(
-                self.arena.base().add(keep * PAGE).cast(),
-                (old - keep) * PAGE,
+                self.arena.base().add(from * PAGE).cast(),
+                (to - from) * PAGE,
                 libc::MADV_DONTNEED,
             );
         }
-        clock.frontier = keep;
-        clock.hand %= keep;
-        self.frontier.store(keep, Ordering::Release);
-        self.free_below_frontier
-            .fetch_sub(old - keep, Ordering::AcqRel);
         self.counters
             .given_back_pages
-            .fetch_add((old - keep) as u64, Ordering::Relaxed);
-        old - keep
+            .fetch_add((to - from) as u64, Ordering::Relaxed);
     }
 
     /// Slot `s` holds nothing now. Counted before it is marked, so the clock, which takes
     /// it only once marked, never counts it out first.
     fn free_slot(&self, s: u32) {
         self.free_below_frontier.fetch_add(1, Ordering::AcqRel);
+        self.freed_since_trim.fetch_add(1, Ordering::AcqRel);
         self.slot_state[s as usize].store(SLOT_FREE, Ordering::Release);
     }
 

@@ -172,16 +172,16 @@ struct EngineParts {
 }
 
 impl EngineParts {
-    /// After pages were dropped: give the system back the cache's free memory at the top of
-    /// its arena, the backend letting go of it first (see `cache.rs`). Not for an engine
+    /// After pages were dropped: give the system back the cache's free memory, the backend
+    /// letting go of it first (see `cache.rs`). Not for an engine
     /// built to pretouch or to keep its memory: it asked to hold it.
     fn give_back_memory(&self) {
         if self.config.pretouch || self.config.keep_memory {
             return;
         }
         let backend = &self.backend;
-        self.core.cache.trim(backend.arena_granule(), |from| {
-            backend.let_go_of_arena(from)
+        self.core.cache.trim(backend.arena_granule(), |from, to| {
+            backend.let_go_of_arena(from, to)
         });
     }
 

@@ -168,10 +168,11 @@ pub(crate) trait Backend: Send + Sync {
     fn arena_granule(&self) -> usize {
         crate::units::PAGE_SIZE as usize
     }
-    /// The arena from byte `from` on (no slot at or past `from - arena_granule()` in use) is
-    /// about to be given back to the system: drop any hold on it, so no later read lands in
-    /// memory the arena no longer maps (io_uring: unregister the buffers that reach it).
-    fn let_go_of_arena(&self, _from: usize) {}
+    /// The arena's bytes `[from, to)` (no slot of them in use, and no read in flight within
+    /// `arena_granule()` of them) are about to be given back to the system: drop any hold on
+    /// them, so no later read lands in memory the arena no longer maps (io_uring: unregister
+    /// the buffers that reach them).
+    fn let_go_of_arena(&self, _from: usize, _to: usize) {}
 }
 
 /// `preadv(2)` of `op` in full: continue after short transfers until the range is read, the

@@ -119,18 +119,21 @@ impl FixedBuffers {
         }
     }
 
-    /// Unregister every buffer that reaches the arena from byte `from` on (a slab multiple):
-    /// buffer `k` spans slabs `k` and `k + 1`, so from `from / slab - 1`. No read is in flight
-    /// or queued into them (the cache has no slot in use from a slab below `from` on), and the
-    /// next read into one registers it again, pinning the memory it then maps.
-    fn unregister_from(&self, ring: &IoUring, from: usize) {
+    /// Unregister every buffer that reaches the arena's bytes `[from, to)` (slab multiples):
+    /// buffer `k` spans slabs `k` and `k + 1`, so from `from / slab - 1` to the one starting
+    /// in the range's last slab. No read is in flight or queued into them (the cache has no
+    /// slot in use in the range, and no read in flight within a slab of it: a neighbour's
+    /// cached pages stay mapped and are copied from the arena, not through the buffer), and
+    /// the next read into one registers it again, pinning the memory it then maps.
+    fn unregister(&self, ring: &IoUring, from: usize, to: usize) {
         let _one_at_a_time = self.registering.lock().unwrap_or_else(|p| p.into_inner());
         let first = (from / self.slab).saturating_sub(1);
+        let last = to.div_ceil(self.slab).min(self.registered.len());
         let empty = libc::iovec {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
         };
-        for k in first..self.registered.len() {
+        for k in first..last {
             if !self.registered[k].load(Ordering::Acquire) {
                 continue;
             }
@@ -504,9 +507,9 @@ impl Backend for UringBackend {
             .map_or(crate::units::PAGE_SIZE as usize, |f| f.slab)
     }
 
-    fn let_go_of_arena(&self, from: usize) {
+    fn let_go_of_arena(&self, from: usize, to: usize) {
         if let Some(f) = &self.shared.fixed {
-            f.unregister_from(&self.shared.ring, from);
+            f.unregister(&self.shared.ring, from, to);
         }
     }
 }
