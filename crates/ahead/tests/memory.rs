@@ -42,6 +42,14 @@ fn read_all(engine: &Engine, path: &Path) {
     }
 }
 
+/// Tell `engine` it will not need the first `len` bytes of `path`; the bytes it still caches.
+fn drop_first(engine: &Engine, path: &Path, len: u64) -> u64 {
+    let f = engine.open(path).unwrap();
+    f.advise(Advice::DontNeed { offset: 0, len }).unwrap();
+    drop(f);
+    engine.stats().resident_pages * 4096
+}
+
 #[test]
 fn memory_follows_what_the_cache_holds_not_the_budget() {
     let small = make_file("100k", 100_000);
@@ -80,14 +88,7 @@ fn memory_follows_what_the_cache_holds_not_the_budget() {
         );
 
         // Dropped: the memory goes back to the system, down to what is still cached.
-        let f = engine.open(&big).unwrap();
-        f.advise(Advice::DontNeed {
-            offset: 0,
-            len: 64 * MIB,
-        })
-        .unwrap();
-        drop(f);
-        let still = engine.stats().resident_pages * 4096;
+        let still = drop_first(&engine, &big, 64 * MIB);
         let dropped = rss().saturating_sub(before);
         assert!(
             dropped <= still + 32 * MIB,
@@ -107,14 +108,7 @@ fn memory_follows_what_the_cache_holds_not_the_budget() {
 
         // Most of it dropped, the rest in the slots at the top of what the cache uses: the
         // free memory below a slot in use goes back too.
-        let f = engine.open(&big).unwrap();
-        f.advise(Advice::DontNeed {
-            offset: 0,
-            len: 48 * MIB,
-        })
-        .unwrap();
-        drop(f);
-        let still = engine.stats().resident_pages * 4096;
+        let still = drop_first(&engine, &big, 48 * MIB);
         assert!(still >= 16 * MIB, "{backend:?}: {:?}", engine.stats());
         let held = rss().saturating_sub(before);
         assert!(

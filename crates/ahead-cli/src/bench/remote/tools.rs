@@ -1,0 +1,218 @@
+//! The programs the remote bench drives beside the engine: toxiproxy (latency and bandwidth in
+//! front of the server) and fsspec (Python's readahead, the contender to beat).
+
+use super::*;
+
+/// toxiproxy between the contenders and the server: one proxy with the latency and bandwidth
+/// toxics. Killed when dropped.
+pub(super) struct Toxiproxy {
+    child: Child,
+    pub(super) listen: SocketAddr,
+}
+
+impl Drop for Toxiproxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Toxiproxy {
+    pub(super) fn start(
+        upstream: SocketAddr,
+        latency_ms: Option<u64>,
+        bandwidth: Option<u64>,
+    ) -> Result<Toxiproxy, Failure> {
+        let bin = find_tool("toxiproxy-server").ok_or_else(|| {
+            runtime("toxiproxy-server is not installed (tools/test-servers installs it into target/tools/bin)")
+        })?;
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| runtime(e.to_string()))?
+            .port();
+        let api: SocketAddr = ([127, 0, 0, 1], port).into();
+        let mut child = Command::new(bin)
+            .args(["-host", "127.0.0.1", "-port", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| runtime(format!("cannot start toxiproxy-server: {e}")))?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(api).is_err() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                return Err(runtime("toxiproxy-server did not start within 10 s"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut proxy = Toxiproxy { child, listen: api };
+        let reply = api_call(
+            api,
+            "/proxies",
+            &format!(
+                r#"{{"name":"bench","listen":"127.0.0.1:0","upstream":"{upstream}","enabled":true}}"#
+            ),
+        )?;
+        let v: serde_json::Value =
+            serde_json::from_str(&reply).map_err(|e| runtime(format!("toxiproxy: {e}")))?;
+        proxy.listen = v["listen"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| runtime(format!("toxiproxy: no listen address in {reply}")))?;
+        for stream in ["upstream", "downstream"] {
+            if let Some(ms) = latency_ms {
+                api_call(
+                    api,
+                    "/proxies/bench/toxics",
+                    &format!(
+                        r#"{{"type":"latency","stream":"{stream}","attributes":{{"latency":{ms}}}}}"#
+                    ),
+                )?;
+            }
+        }
+        if let Some(b) = bandwidth {
+            api_call(
+                api,
+                "/proxies/bench/toxics",
+                &format!(
+                    r#"{{"type":"bandwidth","stream":"downstream","attributes":{{"rate":{}}}}}"#,
+                    (b / 1000).max(1)
+                ),
+            )?;
+        }
+        Ok(proxy)
+    }
+}
+
+/// A POST to toxiproxy's API: the reply's body.
+pub(super) fn api_call(api: SocketAddr, path: &str, body: &str) -> Result<String, Failure> {
+    let fail = |e: std::io::Error| runtime(format!("toxiproxy {path}: {e}"));
+    let mut s = TcpStream::connect(api).map_err(fail)?;
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: {api}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .map_err(fail)?;
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).map_err(fail)?;
+    let ok = reply
+        .split_whitespace()
+        .nth(1)
+        .is_some_and(|c| c.starts_with('2'));
+    let body = reply
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    if !ok {
+        return Err(runtime(format!("toxiproxy {path}: {body}")));
+    }
+    Ok(body)
+}
+
+/// `name` in `$AHEAD_TOOLS_BIN`, `target/tools/bin` (where tools/test-servers puts it) or PATH.
+pub(super) fn find_tool(name: &str) -> Option<PathBuf> {
+    std::env::var_os("AHEAD_TOOLS_BIN")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([PathBuf::from("target/tools/bin")])
+        .chain(
+            std::env::var_os("PATH")
+                .iter()
+                .flat_map(std::env::split_paths),
+        )
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// The fsspec contender: a Python with s3fs (or fsspec's HTTP filesystem) reading the same
+/// object with the same reads, with the library's defaults.
+pub(super) struct Fsspec {
+    python: String,
+    url: String,
+    endpoint: Option<String>,
+}
+
+pub(super) const FSSPEC_SCRIPT: &str = r#"
+import json, sys, time
+url, endpoint, reads_path, cap = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+if url.startswith("s3://"):
+    import s3fs
+    fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": endpoint} if endpoint else {})
+    f = fs.open(url[5:], "rb")
+else:
+    import fsspec
+    f = fsspec.open(url, "rb").open()
+if reads_path == "-":
+    print("ok"); sys.exit(0)
+reads = json.load(open(reads_path))
+lat, n = [], 0
+t0 = time.perf_counter()
+for off, ln in reads:
+    t = time.perf_counter()
+    f.seek(off)
+    n += len(f.read(ln))
+    lat.append(time.perf_counter() - t)
+    if time.perf_counter() - t0 > cap:
+        break
+print(json.dumps({"bytes": n, "elapsed_s": time.perf_counter() - t0, "lat": lat}))
+"#;
+
+impl Fsspec {
+    /// The contender, if `python` can open the object with its packages.
+    pub(super) fn find(python: &str, link: &Link) -> Option<Fsspec> {
+        let f = Fsspec {
+            python: python.to_string(),
+            url: link.url.clone(),
+            endpoint: link
+                .endpoint
+                .clone()
+                .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok()),
+        };
+        let ok = f.command("-", 0.0).output().ok()?;
+        (ok.status.success() && ok.stdout.starts_with(b"ok")).then_some(f)
+    }
+
+    pub(super) fn command(&self, reads: &str, cap: f64) -> Command {
+        let mut c = Command::new(&self.python);
+        c.arg("-c")
+            .arg(FSSPEC_SCRIPT)
+            .arg(&self.url)
+            .arg(self.endpoint.as_deref().unwrap_or(""))
+            .arg(reads)
+            .arg(cap.to_string())
+            .stderr(Stdio::null());
+        if let Ok(region) = std::env::var("AWS_REGION") {
+            c.env("AWS_DEFAULT_REGION", region);
+        }
+        c
+    }
+
+    pub(super) fn run(&self, reads: &[(u64, u64)], cap: Duration) -> Result<RemoteRun, Failure> {
+        let path =
+            std::env::temp_dir().join(format!("ahead-bench-reads-{}.json", std::process::id()));
+        std::fs::write(&path, serde_json::to_string(reads).unwrap())
+            .map_err(|e| runtime(e.to_string()))?;
+        let out = self
+            .command(path.to_str().unwrap_or_default(), cap.as_secs_f64())
+            .output();
+        let _ = std::fs::remove_file(&path);
+        let out = out.map_err(|e| runtime(format!("fsspec: {e}")))?;
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .map_err(|_| runtime(format!("fsspec failed ({})", out.status)))?;
+        let mut lat: Vec<Nanos> = v["lat"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_f64())
+                    .map(|secs| Nanos::from(Duration::from_secs_f64(secs)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(measured(
+            v["bytes"].as_u64().unwrap_or(0),
+            Duration::from_secs_f64(v["elapsed_s"].as_f64().unwrap_or(0.0)),
+            &mut lat,
+        ))
+    }
+}

@@ -1,0 +1,250 @@
+//! The oracle's runs: it is handed the whole workload, plans every read's requests, plays
+//! each of its plans ([`Ramp::plans`]) as a simulation of its own, and keeps the fastest that
+//! wastes only the gaps it chose; where the reader computes, the fastest plans are replayed
+//! with their requests cut where reads waited (see `policy/oracle.rs`).
+
+use super::*;
+
+/// Rounds of cutting the oracle's best plan where its reads waited (see `play_oracle`).
+const ORACLE_CUT_ROUNDS: usize = 8;
+
+impl Simulator {
+    /// Run `workload` as the oracle: every plan played, the fastest clean one kept (this
+    /// simulator becomes its run).
+    pub(super) fn play_oracle(&mut self, workload: Workload) -> Result<(), String> {
+        let events: Vec<Event> = workload.events.collect();
+        let fresh = self.files.is_empty() && self.seq == 0;
+        let budget = policy::readahead_budget(self.cache.capacity() as u64, 1);
+        let mut plans = Ramp::plans(self.cache.capacity() as u64, budget);
+        if !fresh {
+            plans.truncate(1);
+        }
+        // The fastest plan that wastes only the gaps it chose (a plan whose reach let pages
+        // age out before their read is not kept, however fast).
+        let mut played: Vec<(bool, (Ramp, u64), Simulator, Oracle)> = Vec::new();
+        // The reads the plans are made for: the same for every plan (every fresh run adds the
+        // workload's files under the same ids).
+        let mut needs: Option<Vec<Need>> = None;
+        for (ramp, reach) in plans {
+            let mut sim = if fresh {
+                self.fresh_oracle_run()?
+            } else {
+                std::mem::replace(self, Simulator::new(ORACLE, self.config)?)
+            };
+            let ids = sim.add_files(&workload.files);
+            let needs = needs.get_or_insert_with(|| sim.needs_of(&events, &ids));
+            let plan = sim.oracle_for(needs, ramp, reach, true);
+            sim.replay(Box::new(events.iter().copied()), &ids, Some(plan.clone()))?;
+            let clean = sim.report().faithful.wasted_pages <= sim.oracle_gap_pages();
+            played.push((clean, (ramp, reach), sim, plan));
+        }
+        let needs = needs.unwrap_or_default();
+        // Clean plans first, then the fastest (stable: the first plan wins a tie).
+        played.sort_by(|a, b| {
+            (b.0, a.2.report().faithful.modeled_ms)
+                .partial_cmp(&(a.0, b.2.report().faithful.modeled_ms))
+                .expect("modelled times are numbers")
+        });
+        // Where the reader computes, a request is best cut where a read that waited for it
+        // ends: that read goes on with its pages while the rest arrive, and on a disk the
+        // rest costs no seek. Which cuts pay (each is one more request) the plan's own replay
+        // tells. The two fastest kinds of plan are cut (the finest is not always the one that
+        // cuts best), and the fastest result kept. So is the plan of the largest requests
+        // (`Full`) without the tail taper: the taper's cuts are a rule's guess, and the
+        // replay's own cuts, which may do better, cannot undo them.
+        let refine = fresh && self.config.compute_ns_per_page > 0;
+        let mut best: Option<Simulator> = None;
+        let mut ramps_cut = Vec::new();
+        let any_clean = played.first().is_some_and(|p| p.0);
+        let fastest_reach = played.first().map(|p| p.1 .1);
+        let mut keep_if_faster = |sim: Simulator| {
+            let ms = sim.report().faithful.modeled_ms;
+            if best
+                .as_ref()
+                .is_none_or(|b| ms < b.report().faithful.modeled_ms)
+            {
+                best = Some(sim);
+            }
+        };
+        for (clean, (ramp, _), sim, plan) in played {
+            if clean != any_clean {
+                break;
+            }
+            let sim = if refine && clean && ramps_cut.len() < 2 && !ramps_cut.contains(&ramp) {
+                ramps_cut.push(ramp);
+                self.cut_where_reads_waited(sim, plan, &events, &needs, &workload.files)?
+            } else {
+                sim
+            };
+            keep_if_faster(sim);
+            if !refine {
+                break;
+            }
+        }
+        if let (true, true, Some(reach)) = (refine, any_clean, fastest_reach) {
+            let mut sim = self.fresh_oracle_run()?;
+            let ids = sim.add_files(&workload.files);
+            let plan = sim.oracle_for(&needs, Ramp::Full, reach, false);
+            sim.replay(Box::new(events.iter().copied()), &ids, Some(plan.clone()))?;
+            if sim.report().faithful.wasted_pages <= sim.oracle_gap_pages() {
+                let cut =
+                    self.cut_where_reads_waited(sim, plan, &events, &needs, &workload.files)?;
+                keep_if_faster(cut);
+            }
+        }
+        *self = best.expect("at least one plan");
+        Ok(())
+    }
+
+    /// The oracle's `plan`, played as `sim`, cut where its reads waited: all those cuts at once,
+    /// else the longest wait's alone, kept while the replay is faster, a bounded number of
+    /// rounds. The fastest replay.
+    fn cut_where_reads_waited(
+        &self,
+        mut sim: Simulator,
+        mut plan: Oracle,
+        events: &[Event],
+        needs: &[Need],
+        files: &[crate::workload::FileSpec],
+    ) -> Result<Simulator, String> {
+        let taper = self.taper();
+        for _ in 0..ORACLE_CUT_ROUNDS {
+            let waits = std::mem::take(&mut sim.oracle_waits);
+            let longest = waits.iter().max_by_key(|w| w.wait_ns);
+            let waited = || waits.iter().map(|w| (w.file, w.waited_page));
+            let longest_waited = || longest.map(|w| (w.file, w.waited_page)).into_iter();
+            // Cuts where the reads that waited end; in the middles of the requests they waited
+            // for; where the reader's work on a request's first piece covers the device's on
+            // the rest (a piece of n pages takes per_request + n * page of the device's time).
+            let half = |n: u64| n / 2;
+            let balanced = |n: u64| {
+                (taper.request_ns + n * taper.page_ns).div_ceil(taper.compute_ns + taper.page_ns)
+            };
+            // Each cut where it stands in the queue, and some also with the pieces put in
+            // the order their pages are needed.
+            let ends: BTreeSet<_> = waits.iter().map(|w| (w.file, w.read_end)).collect();
+            let longest_end: BTreeSet<_> =
+                longest.map(|w| (w.file, w.read_end)).into_iter().collect();
+            let balanced_all = plan.cuts_within(waited(), balanced);
+            let balanced_longest = plan.cuts_within(longest_waited(), balanced);
+            let candidates = [
+                (ends.clone(), false),
+                (longest_end.clone(), false),
+                (plan.cuts_within(waited(), half), false),
+                (plan.cuts_within(longest_waited(), half), false),
+                (balanced_all.clone(), false),
+                (balanced_longest.clone(), false),
+                (ends, true),
+                (longest_end, true),
+                (balanced_all, true),
+                (balanced_longest, true),
+            ];
+            let mut best: Option<(Simulator, Oracle)> = None;
+            for (cuts, by_need) in candidates {
+                let mut cut = plan.clone();
+                if !cut.cut_at(&cuts) {
+                    continue;
+                }
+                if by_need {
+                    cut.order_by_need(needs);
+                }
+                let mut again = self.fresh_oracle_run()?;
+                let ids = again.add_files(files);
+                again.replay(Box::new(events.iter().copied()), &ids, Some(cut.clone()))?;
+                let ms = again.report().faithful.modeled_ms;
+                let to_beat = best.as_ref().map_or(&sim, |b| &b.0);
+                if ms < to_beat.report().faithful.modeled_ms {
+                    best = Some((again, cut));
+                }
+            }
+            match best {
+                Some((again, cut)) => (sim, plan) = (again, cut),
+                None => break,
+            }
+        }
+        Ok(sim)
+    }
+
+    /// The reader's and the device's costs, for cutting the oracle's requests.
+    fn taper(&self) -> Taper {
+        Taper {
+            compute_ns: self.config.compute_ns_per_page,
+            request_ns: (self.config.device.per_request_us * 1000.0) as u64,
+            page_ns: (self.config.device.page_us() * 1000.0).ceil() as u64,
+        }
+    }
+
+    /// A new simulator for one of the oracle's plans, recording windows if this one does.
+    fn fresh_oracle_run(&self) -> Result<Simulator, String> {
+        let mut sim = Simulator::new(ORACLE, self.config)?;
+        sim.windows = self.windows.as_ref().map(|_| Vec::new());
+        Ok(sim)
+    }
+
+    /// The oracle's plan for `needs` (every read the workload makes, [`Self::needs_of`]),
+    /// with the readahead budget the real policies share (half the cache), the
+    /// device's largest I/O, and the gaps this device reads through more cheaply than it skips.
+    fn oracle_for(&self, needs: &[Need], ramp: Ramp, reach: u64, tapered: bool) -> Oracle {
+        // It holds ahead the readahead budget the policies share (half the cache).
+        let budget = policy::readahead_budget(self.cache.capacity() as u64, 1);
+        Oracle::plan(
+            needs,
+            OracleSettings {
+                cache_pages: self.cache.capacity() as u64,
+                budget_pages: budget,
+                reach_pages: reach,
+                io_max_pages: self.config.policy.io_max_pages.max(1),
+                gap_pages: self.config.device.gap_worth_reading(),
+                seek_pages: (self.config.device.seek_us / self.config.device.page_us()) as u64,
+                ramp,
+                taper: (tapered && self.config.compute_ns_per_page > 0).then(|| self.taper()),
+            },
+        )
+    }
+
+    /// The reads `events` make on files `ids`, in order, as the oracle is told of them
+    /// (clipped at EOF as [`Self::read`] clips them).
+    fn needs_of(&self, events: &[Event], ids: &[u32]) -> Vec<Need> {
+        let mut needs = Vec::new();
+        let mut handles: Vec<Option<u32>> = Vec::new(); // handle -> file id
+        for event in events {
+            match *event {
+                Event::Open { handle, file } => {
+                    let h = handle as usize;
+                    if handles.len() <= h {
+                        handles.resize(h + 1, None);
+                    }
+                    handles[h] = ids.get(file as usize).copied();
+                }
+                Event::Close { handle } => {
+                    if let Some(slot) = handles.get_mut(handle as usize) {
+                        *slot = None;
+                    }
+                }
+                Event::Read {
+                    handle,
+                    offset,
+                    len,
+                } => {
+                    if let Some(&Some(id)) = handles.get(handle as usize) {
+                        let pages = self.files[id as usize].pages;
+                        let end = offset.0.saturating_add(len.0).min(Bytes::of_pages(pages).0);
+                        if end > offset.0 {
+                            let read = AppRead {
+                                offset,
+                                len: Bytes(end - offset.0),
+                            };
+                            needs.push(Need {
+                                file: id,
+                                first: read.first_page(),
+                                end: read.end_page(),
+                            });
+                        }
+                    }
+                }
+                Event::Hint { .. } => {}
+            }
+        }
+        needs
+    }
+}
