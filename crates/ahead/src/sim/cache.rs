@@ -58,13 +58,12 @@ pub enum Eviction {
     Clock,
 }
 
-/// The engine's CLOCK: the slots handed out so far (`frontier`), the hand, a reference bit per
-/// slot, how many slots below the frontier are free, and the slots read into since the reads
-/// last completed (in flight: the hand passes them by).
+/// The engine's CLOCK: the hand, a reference bit per slot, how many slots below the frontier
+/// are free, and the slots read into since the reads last completed (in flight: the hand
+/// passes them by). The frontier, the slots handed out so far, is the slab's length.
 #[derive(Debug)]
 struct ClockHand {
     hand: usize,
-    frontier: usize,
     refbit: Vec<bool>,
     in_flight: Vec<bool>,
     pending: Vec<u32>,
@@ -106,7 +105,6 @@ impl PageCache {
             len: 0,
             clock: (eviction == Eviction::Clock).then(|| ClockHand {
                 hand: 0,
-                frontier: 0,
                 refbit: Vec::new(),
                 in_flight: Vec::new(),
                 pending: Vec::new(),
@@ -243,35 +241,25 @@ impl PageCache {
     /// whose reference bit is clear, clearing set bits as it passes and passing by pages in
     /// flight. The engine's sync backend, which this models, reads a policy call's requests
     /// once the call returns: until [`Self::complete_reads`], the pages placed are in flight.
-    fn clock_take(&mut self) -> (u32, Option<Evicted>) {
+    /// `None`: a new slot, at the slab's end.
+    fn clock_take(&mut self) -> (Option<u32>, Option<Evicted>) {
+        let frontier = self.slots.len();
         let c = self.clock.as_mut().expect("clock eviction");
-        if c.frontier < self.capacity && c.free_below == 0 {
-            c.frontier += 1;
+        if frontier < self.capacity && c.free_below == 0 {
             c.refbit.push(false);
             c.in_flight.push(true);
-            c.pending.push((c.frontier - 1) as u32);
-            self.slots.push(Slot {
-                file: NIL,
-                owner: 0,
-                page: 0,
-                prev: NIL,
-                next: NIL,
-                ready_ns: 0,
-                loaded_seq: 0,
-                flags: 0,
-                order: 0,
-            });
-            return ((c.frontier - 1) as u32, None);
+            c.pending.push(frontier as u32);
+            return (None, None);
         }
         let mut steps = 0;
         loop {
             let c = self.clock.as_mut().expect("clock eviction");
-            let s = c.hand % c.frontier;
-            c.hand = (s + 1) % c.frontier;
+            let s = c.hand % frontier;
+            c.hand = (s + 1) % frontier;
             steps += 1;
             // Past two turns every slot is in flight (a request larger than the cache, which
             // the engine would cut short): take the slot anyway.
-            let any = steps > 2 * c.frontier;
+            let any = steps > 2 * frontier;
             if c.in_flight[s] && !any {
                 continue;
             }
@@ -279,14 +267,14 @@ impl PageCache {
             c.pending.push(s as u32);
             if self.slots[s].file == NIL {
                 c.free_below -= 1;
-                return (s as u32, None);
+                return (Some(s as u32), None);
             }
             if !any && std::mem::take(&mut c.refbit[s]) {
                 c.in_flight[s] = false;
                 c.pending.pop();
                 continue;
             }
-            return (s as u32, Some(self.vacate(s as u32)));
+            return (Some(s as u32), Some(self.vacate(s as u32)));
         }
     }
 
@@ -317,8 +305,7 @@ impl PageCache {
     ) -> Option<Evicted> {
         debug_assert!(!self.contains(file, page));
         let (taken, evicted) = if self.clock.is_some() {
-            let (s, ev) = self.clock_take();
-            (Some(s), ev)
+            self.clock_take()
         } else if self.len >= self.capacity {
             (None, self.evict_lru())
         } else {
