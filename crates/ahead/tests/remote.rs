@@ -309,6 +309,43 @@ fn missing_objects_buckets_and_wrong_credentials_are_clear_errors() {
 }
 
 #[test]
+fn objects_and_prefixes_are_stated_and_listed_one_level_deep() {
+    let Some(gw) = gateway() else { return };
+    put(&gw.url(), "ls/a.bin", &[1; 10]);
+    put(&gw.url(), "ls/sub/b.bin", &[2; 20]);
+    let engine = s3_engine(&gw.url(), "adaptive", 8 << 20, &[]);
+    let a = engine
+        .stat_object(&format!("s3://{BUCKET}/ls/a.bin"))
+        .unwrap();
+    assert_eq!((a.size, a.is_prefix), (10, false));
+    assert!(a.e_tag.is_some());
+    let dir = engine.stat_object(&format!("s3://{BUCKET}/ls")).unwrap();
+    assert_eq!(
+        (dir.url.as_str(), dir.is_prefix),
+        (&*format!("s3://{BUCKET}/ls/"), true)
+    );
+    let listed: Vec<(String, u64, bool)> = engine
+        .list_objects(&format!("s3://{BUCKET}/ls/"))
+        .unwrap()
+        .into_iter()
+        .map(|o| (o.url, o.size, o.is_prefix))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (format!("s3://{BUCKET}/ls/a.bin"), 10, false),
+            (format!("s3://{BUCKET}/ls/sub/"), 0, true)
+        ]
+    );
+    let err = engine
+        .stat_object(&format!("s3://{BUCKET}/ls/nothing"))
+        .unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::NotFound, "{err}");
+    let err = engine.list_objects("http://127.0.0.1:1/x").unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::Unsupported, "{err}");
+}
+
+#[test]
 fn http_objects_read_byte_for_byte_from_lighttpd_and_a_rewrite_is_caught() {
     let Some(web) = need(servers::lighttpd()) else {
         return;

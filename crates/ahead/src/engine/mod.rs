@@ -79,6 +79,8 @@ pub use builder::{
     BackendChoice, EngineBuilder, DEFAULT_BUDGET, DEFAULT_POLICY, DEFAULT_THREADS, MIN_BUDGET,
 };
 pub use source::local::sizeless;
+#[cfg(feature = "remote")]
+pub use source::remote::ObjectInfo;
 
 /// The registered backends' names, in the order `auto` prefers them (`--engine NAME`,
 /// [`Stats::backend`]).
@@ -243,6 +245,28 @@ impl Engine {
             },
         )?;
         self.open_source(opened, make)
+    }
+
+    /// What the store says of the object at `url` (`s3://bucket/key`, `http(s)://host/path`),
+    /// with this engine's remote options, without opening it: its size and ETag; or, for an
+    /// S3 URL with objects under it (a bucket, a `dir/`), that it is a prefix.
+    ///
+    /// # Errors
+    /// `NotFound` where there is no such object, `PermissionDenied` for refused credentials,
+    /// `InvalidInput` for a URL that names no object; each message names the URL, never a key.
+    #[cfg(feature = "remote")]
+    pub fn stat_object(&self, url: &str) -> io::Result<ObjectInfo> {
+        source::remote::stat(Path::new(url), &self.inner.config.remote_options.0)
+    }
+
+    /// The objects and prefixes directly under `url` (`s3://bucket`, `s3://bucket/dir/`),
+    /// sorted by URL, one level deep as `ls` lists a directory.
+    ///
+    /// # Errors
+    /// As [`Engine::stat_object`]; `Unsupported` for an HTTP URL (HTTP has no listing).
+    #[cfg(feature = "remote")]
+    pub fn list_objects(&self, url: &str) -> io::Result<Vec<ObjectInfo>> {
+        source::remote::list(Path::new(url), &self.inner.config.remote_options.0)
     }
 
     /// Open a source already opened by its kind (see `source`): share the pages of an open of

@@ -143,17 +143,26 @@ fn install_tls_provider() {
 }
 
 fn open(name: &Path, settings: &OpenSettings) -> io::Result<Opened> {
+    let (store, location) = store_and_location(name, settings.remote_options, false)?;
+    open_object(name.to_path_buf(), store, location)
+}
+
+/// The store `name` is in (built, or shared with earlier opens) and its place there. With
+/// `prefix`, an `s3://bucket` or `s3://bucket/prefix/` without a key is allowed (a listing).
+fn store_and_location(
+    name: &Path,
+    remote_options: &[(String, String)],
+    prefix: bool,
+) -> io::Result<(Arc<dyn ObjectStore>, ObjectPath)> {
     install_tls_provider();
     let text = name.to_str().ok_or_else(|| bad_url(name, "not UTF-8"))?;
-    let (retry, options) = retry_config(name, settings.remote_options)?;
-    let (store, location): (Arc<dyn ObjectStore>, ObjectPath) = if let Some(rest) =
-        text.strip_prefix("s3://")
-    {
+    let (retry, options) = retry_config(name, remote_options)?;
+    Ok(if let Some(rest) = text.strip_prefix("s3://") {
         let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
-        if bucket.is_empty() || key.is_empty() {
+        if bucket.is_empty() || key.is_empty() && !prefix {
             return Err(bad_url(name, "expected s3://bucket/key"));
         }
-        let store = shared_store(format!("s3://{bucket}"), settings.remote_options, || {
+        let store = shared_store(format!("s3://{bucket}"), remote_options, || {
             let mut builder = AmazonS3Builder::from_env()
                 .with_bucket_name(bucket)
                 .with_retry(retry.clone());
@@ -182,7 +191,7 @@ fn open(name: &Path, settings: &OpenSettings) -> io::Result<Opened> {
             .map(|i| scheme_end + i)
             .ok_or_else(|| bad_url(name, "no object path after the host"))?;
         let (origin, path) = text.split_at(path_start);
-        let store = shared_store(origin.to_string(), settings.remote_options, || {
+        let store = shared_store(origin.to_string(), remote_options, || {
             let mut client = ClientOptions::new().with_allow_http(text.starts_with("http://"));
             for (key, value) in options.iter() {
                 let parsed: ClientConfigKey = key.parse().map_err(|_| unknown_option(name, key))?;
@@ -199,8 +208,102 @@ fn open(name: &Path, settings: &OpenSettings) -> io::Result<Opened> {
         let location = ObjectPath::parse(path.trim_start_matches('/'))
             .map_err(|e| bad_url(name, &e.to_string()))?;
         (store, location)
+    })
+}
+
+/// What a listing or a stat tells of one entry of a store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectInfo {
+    /// The entry's full URL (`s3://bucket/key`; a prefix ends with `/`).
+    pub url: String,
+    /// Size in bytes (0 for a prefix).
+    pub size: u64,
+    /// Whether it is a prefix that objects are under (a directory), not an object.
+    pub is_prefix: bool,
+    /// The object's ETag, where the store gives one.
+    pub e_tag: Option<String>,
+}
+
+/// The object at `name` (a HEAD), or, for an S3 URL with no object but objects under it as
+/// under a directory, that prefix.
+pub(crate) fn stat(name: &Path, remote_options: &[(String, String)]) -> io::Result<ObjectInfo> {
+    let text = name.to_str().ok_or_else(|| bad_url(name, "not UTF-8"))?;
+    let (store, location) = store_and_location(name, remote_options, true)?;
+    let runtime = runtime()?;
+    if !text.ends_with('/') && !location.as_ref().is_empty() {
+        match runtime.block_on(store.head(&location)) {
+            Ok(meta) => {
+                return Ok(ObjectInfo {
+                    url: text.to_string(),
+                    size: meta.size,
+                    is_prefix: false,
+                    e_tag: meta.e_tag,
+                })
+            }
+            Err(object_store::Error::NotFound { .. }) if text.starts_with("s3://") => {}
+            Err(e) => return Err(store_error(name, "cannot stat it", e)),
+        }
+    }
+    // No such object: a prefix if anything is listed under it (the bucket itself always is).
+    let listed = runtime
+        .block_on(store.list_with_delimiter(Some(&location)))
+        .map_err(|e| store_error(name, "cannot list it", e))?;
+    if location.as_ref().is_empty()
+        || !listed.objects.is_empty()
+        || !listed.common_prefixes.is_empty()
+    {
+        return Ok(ObjectInfo {
+            url: format!("{}/", text.trim_end_matches('/')),
+            size: 0,
+            is_prefix: true,
+            e_tag: None,
+        });
+    }
+    Err(io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("{}: no such object (or no such bucket)", name.display()),
+    ))
+}
+
+/// The objects and prefixes directly under `name` (`s3://bucket`, `s3://bucket/dir/`), one
+/// level deep as `ls` shows a directory. HTTP servers have no listing: an error says so.
+pub(crate) fn list(
+    name: &Path,
+    remote_options: &[(String, String)],
+) -> io::Result<Vec<ObjectInfo>> {
+    let text = name.to_str().ok_or_else(|| bad_url(name, "not UTF-8"))?;
+    let Some(rest) = text.strip_prefix("s3://") else {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "{}: an HTTP server has no listing; open the object by its URL",
+                name.display()
+            ),
+        ));
     };
-    open_object(name.to_path_buf(), store, location)
+    let bucket = rest.split('/').next().unwrap_or_default();
+    let (store, location) = store_and_location(name, remote_options, true)?;
+    let listed = runtime()?
+        .block_on(store.list_with_delimiter(Some(&location)))
+        .map_err(|e| store_error(name, "cannot list it", e))?;
+    let mut out: Vec<ObjectInfo> = listed
+        .common_prefixes
+        .iter()
+        .map(|p| ObjectInfo {
+            url: format!("s3://{bucket}/{p}/"),
+            size: 0,
+            is_prefix: true,
+            e_tag: None,
+        })
+        .chain(listed.objects.into_iter().map(|o| ObjectInfo {
+            url: format!("s3://{bucket}/{}", o.location),
+            size: o.size,
+            is_prefix: false,
+            e_tag: o.e_tag,
+        }))
+        .collect();
+    out.sort_by(|a, b| a.url.cmp(&b.url));
+    Ok(out)
 }
 
 /// The stores built so far, by everything that went into building one: opening many objects

@@ -1,0 +1,267 @@
+"""ahead: userspace readahead for local files and S3/HTTP objects.
+
+Reads go through an :class:`Engine`: one cache under one memory budget, io_uring over
+O_DIRECT for local files and ranged GETs for objects, and a readahead policy per open file
+(``adaptive`` by default: windows sized from the latency and bandwidth it measures).
+
+    >>> import ahead
+    >>> with ahead.open("/var/log/syslog") as f:      # or "s3://bucket/key", "https://..."
+    ...     head = f.read(4096)
+
+``ahead.open`` returns what Python's ``open`` would: an ``io.BufferedReader`` over an
+:class:`File` (an ``io.RawIOBase``), or the raw file itself with ``buffering=0``. Every read
+releases the GIL; ``File.pread`` reads at an offset without moving the position, for thread
+pools. Errors are ``OSError`` subclasses with ``errno`` and ``filename``, as Python's own.
+
+fsspec: the protocol ``ahead`` (``ahead::s3://bucket/key``, ``ahead::/local/path``), see
+:mod:`ahead.fs`. The simulator: :func:`sim` and :func:`replay` return the CLI's JSON records.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import threading
+from typing import Any, Dict, Optional, Union
+
+from . import _ahead
+
+__all__ = ["Engine", "File", "open", "default_engine", "sim", "replay", "policies"]
+
+Size = Union[int, str]
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class Engine:
+    """One cache under one memory budget, its I/O backend, and the files opened through it.
+
+    budget: bytes, or a size such as ``"1g"`` (a hard limit on the cache's memory).
+    policy: ``"adaptive"`` (default), ``"linux-ondemand"``, ``"fixed"``, ``"none"``, ...
+    backend: ``"auto"`` (io_uring if it works), ``"uring"``, ``"threads"`` or ``"sync"``.
+    direct: read local files with O_DIRECT (past the kernel's page cache) where possible.
+    storage_options: settings for remote objects, object_store's keys (``endpoint``,
+        ``region``, ``access_key_id``, ``secret_access_key``, ``allow_http``, ...); the
+        ``AWS_*`` environment variables are read as AWS tools read them.
+    """
+
+    def __init__(
+        self,
+        budget: Optional[Size] = None,
+        policy: Optional[str] = None,
+        backend: Optional[str] = None,
+        direct: bool = True,
+        storage_options: Optional[Dict[str, Any]] = None,
+    ) -> None:
+        options = {str(k): _option_text(v) for k, v in (storage_options or {}).items()}
+        self._engine = _ahead.Engine(budget, policy, backend, direct, options or None)
+
+    def open(self, path: PathLike, mode: str = "rb", buffering: int = -1, encoding: Optional[str] = None,
+             errors: Optional[str] = None, newline: Optional[str] = None, *, policy: Optional[str] = None):
+        """Open ``path`` (a local path, ``s3://bucket/key`` or ``http(s)://host/path``) for
+        reading, as Python's ``open`` does: ``"rb"`` gives an ``io.BufferedReader`` (or, with
+        ``buffering=0``, the raw :class:`File`), ``"r"`` an ``io.TextIOWrapper``. ``policy``
+        picks another readahead policy for this file."""
+        return _open(self, path, mode, buffering, encoding, errors, newline, policy)
+
+    def stats(self) -> Dict[str, Any]:
+        """What the engine has done so far: the Rust ``Stats``'s fields, by the same names."""
+        return json.loads(self._engine.stats_json())
+
+    def info(self, url: str) -> Dict[str, Any]:
+        """``{"name", "size", "type", "ETag"}`` of the object (or prefix) at ``url``."""
+        return _info_of(self._engine.stat_object(url))
+
+    def ls(self, url: str):
+        """The objects and prefixes directly under ``url`` (``s3://bucket/dir/``), as
+        :meth:`info` gives them."""
+        return [_info_of(entry) for entry in self._engine.list_objects(url)]
+
+    def __repr__(self) -> str:
+        stats = self.stats()
+        return f"<ahead.Engine budget={stats['budget_bytes']} policy={stats['policy']!r} backend={stats['backend']!r}>"
+
+
+def _option_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _info_of(entry) -> Dict[str, Any]:
+    url, size, is_prefix, etag = entry
+    info: Dict[str, Any] = {"name": url, "size": size, "type": "directory" if is_prefix else "file"}
+    if etag is not None:
+        info["ETag"] = etag
+    return info
+
+
+class File(io.RawIOBase):
+    """A file or object read through an engine: a real ``io.RawIOBase``.
+
+    ``readinto`` fills the caller's buffer in place; ``pread(n, offset)`` reads at an
+    offset without moving the position (safe from many threads at once); ``advise`` tells
+    the policy what is coming. ``len(f)`` is the size as opened.
+    """
+
+    def __init__(self, raw: "_ahead.RawFile", mode: str = "rb") -> None:
+        super().__init__()
+        self._raw = raw
+        self._pos = 0
+        self._size = raw.size()
+        self.mode = mode
+
+    @property
+    def name(self) -> str:
+        return self._raw.name
+
+    def readable(self) -> bool:
+        self._checkClosed()
+        return True
+
+    def seekable(self) -> bool:
+        self._checkClosed()
+        return True
+
+    def writable(self) -> bool:
+        self._checkClosed()
+        return False
+
+    def readinto(self, buffer) -> int:
+        self._checkClosed()
+        view = memoryview(buffer)
+        if view.format != "B" or view.ndim != 1:
+            view = view.cast("B")
+        n = self._raw.readinto(view, self._pos)
+        self._pos += n
+        return n
+
+    def read(self, size: Optional[int] = -1) -> bytes:
+        self._checkClosed()
+        if size is None or size < 0:
+            return self.readall()
+        data = self._raw.pread(size, self._pos)
+        self._pos += len(data)
+        return data
+
+    def readall(self) -> bytes:
+        self._checkClosed()
+        data = self._raw.pread(max(self._size - self._pos, 0), self._pos)
+        self._pos += len(data)
+        return data
+
+    def pread(self, n: int, offset: int) -> bytes:
+        """Up to ``n`` bytes at ``offset`` (fewer at the end), as ``os.pread``; the position
+        does not move."""
+        self._checkClosed()
+        if n < 0 or offset < 0:
+            raise ValueError("pread() takes a length and an offset of 0 or more")
+        return self._raw.pread(n, offset)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self._checkClosed()
+        if whence == io.SEEK_SET:
+            at = offset
+        elif whence == io.SEEK_CUR:
+            at = self._pos + offset
+        elif whence == io.SEEK_END:
+            at = self._size + offset
+        else:
+            raise ValueError(f"invalid whence ({whence}, should be 0, 1 or 2)")
+        if at < 0:
+            raise OSError(22, "Invalid argument", self.name)
+        self._pos = at
+        return at
+
+    def tell(self) -> int:
+        self._checkClosed()
+        return self._pos
+
+    def advise(self, advice: str, offset: int = 0, length: int = 0) -> None:
+        """``"normal"``, ``"sequential"``, ``"random"``, ``"willneed"`` or ``"dontneed"``
+        (the last two for ``length`` bytes from ``offset``), as ``os.posix_fadvise``."""
+        self._checkClosed()
+        self._raw.advise(advice, offset, length)
+
+    def is_direct(self) -> bool:
+        """Whether reads bypass the kernel's page cache (O_DIRECT)."""
+        self._checkClosed()
+        return self._raw.is_direct()
+
+    def fileno(self) -> int:
+        raise io.UnsupportedOperation("an ahead file has no descriptor of its own to share")
+
+    def truncate(self, size=None):
+        raise io.UnsupportedOperation("ahead files are read-only")
+
+    def __len__(self) -> int:
+        return self._size
+
+    def close(self) -> None:
+        if not self.closed:
+            self._raw.close()
+        super().close()
+
+    def __repr__(self) -> str:
+        return f"<ahead.File name={self.name!r} size={self._size}>"
+
+
+_default_engine: Optional[Engine] = None
+_default_lock = threading.Lock()
+
+
+def default_engine() -> Engine:
+    """The engine behind :func:`open` and the fsspec filesystem, made at first use with the
+    default settings (256 MiB, ``adaptive``, io_uring where it works)."""
+    global _default_engine
+    with _default_lock:
+        if _default_engine is None:
+            _default_engine = Engine()
+        return _default_engine
+
+
+def _open(engine: Engine, path: PathLike, mode: str, buffering: int, encoding, errors, newline, policy):
+    if not isinstance(mode, str) or set(mode) - set("rbt") or "r" not in mode or ("b" in mode and "t" in mode):
+        raise ValueError(f"invalid mode {mode!r}: ahead opens files for reading ('rb' or 'r')")
+    name = os.fspath(path)
+    raw = File(engine._engine.open(name, policy), "rb")
+    binary = "b" in mode
+    if binary and (encoding is not None or errors is not None or newline is not None):
+        raise ValueError("binary mode doesn't take an encoding, errors or newline argument")
+    if buffering == 0:
+        if not binary:
+            raise ValueError("can't have unbuffered text I/O")
+        return raw
+    size = buffering if buffering > 1 else io.DEFAULT_BUFFER_SIZE
+    buffered = io.BufferedReader(raw, size)
+    if binary:
+        return buffered
+    return io.TextIOWrapper(buffered, encoding, errors, newline)
+
+
+def open(path: PathLike, mode: str = "rb", buffering: int = -1, encoding: Optional[str] = None,
+         errors: Optional[str] = None, newline: Optional[str] = None, *, policy: Optional[str] = None,
+         engine: Optional[Engine] = None):
+    """Open ``path`` (a local path, ``s3://bucket/key`` or ``http(s)://host/path``) for
+    reading through ``engine`` (the default engine if none), as Python's ``open`` does."""
+    return _open(engine or default_engine(), path, mode, buffering, encoding, errors, newline, policy)
+
+
+def sim(pattern: str, policy: str = "all", device: str = "nvme", cache: Optional[Size] = None, ra_max: Optional[Size] = None,
+        io_max: Optional[Size] = None, compute_us: float = 0.0, eviction: str = "lru") -> Dict[str, Any]:
+    """``ahead sim --pattern PATTERN --json``: every policy (and the oracle) on a pattern
+    such as ``"seq:size=256m,bs=4k"``, modelled; ``result["results"]`` holds a record per
+    policy with the CLI's field names."""
+    return json.loads(_ahead.sim_json(pattern, policy, device, cache, ra_max, io_max, compute_us, eviction))
+
+
+def replay(path: PathLike, policy: str = "all", device: str = "nvme", cache: Optional[Size] = None, ra_max: Optional[Size] = None,
+           io_max: Optional[Size] = None, compute_us: float = 0.0, eviction: str = "lru") -> Dict[str, Any]:
+    """``ahead replay PATH --json``: a recorded trace (strace log, CSV, or a directory of
+    ``ahead trace --kernel``) through every policy."""
+    return json.loads(_ahead.replay_json(os.fspath(path), policy, device, cache, ra_max, io_max, compute_us, eviction))
+
+
+def policies():
+    """The registered policies' names."""
+    return list(_ahead.policy_names())

@@ -1,0 +1,186 @@
+"""fsspec filesystem ``ahead``: anything that takes an fsspec URL reads through the engine.
+
+    pd.read_parquet("ahead::s3://bucket/table.parquet")
+    pyarrow.dataset.dataset("bucket/dir/", filesystem=AheadFileSystem(target_protocol="s3"))
+    fsspec.open("ahead::/data/big.bin").open().read()
+
+A chained URL ``ahead::s3://bucket/key`` (or ``ahead::https://host/path``,
+``ahead::/local/path``) names the store after ``::``; fsspec parses that part with the store's
+own filesystem class (so ``s3://`` needs s3fs importable, ``https://`` aiohttp, as for any
+fsspec chain), and every byte is then read by the engine. Without a chain,
+``fsspec.filesystem("ahead")`` takes full URLs and local paths.
+
+Options (``storage_options``, or ``{"s3": {...}}`` for a chain's inner part): the engine's
+``budget``, ``policy`` and ``backend`` (a filesystem with none of them shares the default
+engine), and the store's: s3fs's names (``key``, ``secret``, ``token``, ``endpoint_url``,
+``client_kwargs={"endpoint_url", "region_name"}``, ``anon``) or object_store's own
+(``endpoint``, ``region``, ``access_key_id``, ...). An option neither knows is an error that
+names it. Read-only: writing modes raise.
+"""
+
+from __future__ import annotations
+
+import os
+import stat as stat_module
+from typing import Any, Dict, Optional
+
+try:  # fsspec 2025.3 and later mark chaining filesystems with this class
+    from fsspec.implementations.chained import ChainedFileSystem as _Base
+except ImportError:  # pragma: no cover - older fsspec
+    from fsspec import AbstractFileSystem as _Base
+
+from . import Engine, default_engine
+
+# s3fs's tuning options with no meaning here (the engine sizes its own reads).
+_IGNORED = {
+    "default_block_size", "default_fill_cache", "default_cache_type", "use_listings_cache",
+    "listings_expiry_time", "max_paths", "skip_instance_cache", "asynchronous", "loop",
+    "cache_regions", "use_ssl", "config_kwargs", "s3_additional_kwargs", "session",
+    "version_aware", "fixed_upload_size", "max_concurrency",
+}
+# s3fs's names for object_store's.
+_RENAMED = {"key": "access_key_id", "secret": "secret_access_key", "token": "token",
+            "endpoint_url": "endpoint", "region_name": "region", "region": "region"}
+
+
+def _store_options(options: Dict[str, Any]) -> Dict[str, str]:
+    out: Dict[str, str] = {}
+    for name, value in options.items():
+        if value is None or name in _IGNORED:
+            continue
+        if name == "client_kwargs":
+            out.update(_store_options(dict(value)))
+        elif name == "anon":
+            if value:
+                out["skip_signature"] = "true"
+        elif name in _RENAMED:
+            out[_RENAMED[name]] = str(value)
+        else:
+            out[name] = value if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
+    return out
+
+
+class AheadFileSystem(_Base):
+    """Reads local files, S3 objects and HTTP(S) objects through an :class:`ahead.Engine`."""
+
+    protocol = "ahead"
+    root_marker = ""
+
+    def __init__(
+        self,
+        target_protocol: Optional[str] = None,
+        target_options: Optional[Dict[str, Any]] = None,
+        fo: Optional[str] = None,
+        engine: Optional[Engine] = None,
+        budget=None,
+        policy: Optional[str] = None,
+        backend: Optional[str] = None,
+        **storage_options: Any,
+    ) -> None:
+        super().__init__()
+        protocol = (target_protocol or "").lower()
+        if protocol in ("s3a", "s3n"):
+            protocol = "s3"
+        if protocol in ("file", "local"):
+            protocol = ""
+        if protocol not in ("", "s3", "http", "https"):
+            raise ValueError(f"ahead reads local files, s3:// and http(s):// objects, not {target_protocol}://")
+        self.target_protocol = protocol
+        options = dict(target_options or {})
+        options.update(storage_options)
+        store = _store_options(options)
+        if engine is None and (budget is not None or policy is not None or backend is not None or store):
+            engine = Engine(budget=budget, policy=policy, backend=backend, storage_options=store)
+        self.engine = engine or default_engine()
+
+    # -- names ------------------------------------------------------------------------------
+
+    @classmethod
+    def _strip_protocol(cls, path):
+        if isinstance(path, list):
+            return [cls._strip_protocol(p) for p in path]
+        path = os.fspath(path)
+        for prefix in ("ahead::", "ahead://"):
+            if path.startswith(prefix):
+                path = path[len(prefix):]
+        return path
+
+    def _url(self, path: str) -> str:
+        """The engine's name for ``path``: a URL, or a local path."""
+        path = self._strip_protocol(path)
+        if self.target_protocol == "s3":
+            return path if path.startswith("s3://") else "s3://" + path.lstrip("/")
+        if self.target_protocol in ("http", "https"):
+            return path if "://" in path else f"{self.target_protocol}://{path}"
+        return path
+
+    def _name(self, url: str) -> str:
+        """``url`` as this filesystem names its paths (what ``ls`` and ``info`` return)."""
+        if self.target_protocol == "s3" and url.startswith("s3://"):
+            return url[len("s3://"):].rstrip("/")
+        return url.rstrip("/") if url.endswith("/") and len(url) > 1 else url
+
+    def _remote(self, url: str) -> bool:
+        return url.startswith(("s3://", "http://", "https://"))
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _open(self, path, mode="rb", block_size=None, autocommit=True, cache_options=None, **kwargs):
+        if mode != "rb":
+            raise NotImplementedError(f"ahead is read-only: cannot open {path!r} with mode {mode!r}")
+        return self.engine.open(self._url(path), "rb", buffering=0)
+
+    def cat_file(self, path, start=None, end=None, **kwargs):
+        with self._open(path) as f:
+            size = len(f)
+            start = 0 if start is None else (start if start >= 0 else max(size + start, 0))
+            end = size if end is None else (end if end >= 0 else max(size + end, 0))
+            if end <= start:
+                return b""
+            return f.pread(end - start, start)
+
+    # -- metadata ---------------------------------------------------------------------------
+
+    def info(self, path, **kwargs):
+        url = self._url(path)
+        if self._remote(url):
+            info = self.engine.info(url)
+            info["name"] = self._name(info["name"])
+            return info
+        st = os.stat(url)
+        kind = "directory" if stat_module.S_ISDIR(st.st_mode) else "file"
+        return {"name": url, "size": st.st_size if kind == "file" else 0, "type": kind, "mtime": st.st_mtime}
+
+    def ls(self, path, detail=True, **kwargs):
+        url = self._url(path)
+        if url.startswith(("http://", "https://")):
+            entries = [self.info(path)]
+        elif self._remote(url):
+            info = self.engine.info(url)
+            if info["type"] == "file":
+                entries = [dict(info, name=self._name(info["name"]))]
+            else:
+                entries = [dict(e, name=self._name(e["name"])) for e in self.engine.ls(info["name"])]
+        elif os.path.isdir(url):
+            entries = []
+            with os.scandir(url) as it:
+                for entry in it:
+                    st = entry.stat()
+                    kind = "directory" if entry.is_dir() else "file"
+                    entries.append({"name": entry.path, "size": st.st_size if kind == "file" else 0,
+                                    "type": kind, "mtime": st.st_mtime})
+            entries.sort(key=lambda e: e["name"])
+        else:
+            entries = [self.info(url)]
+        return entries if detail else [e["name"] for e in entries]
+
+    def ukey(self, path):
+        info = self.info(path)
+        return info.get("ETag") or f"{info['name']}:{info['size']}:{info.get('mtime')}"
+
+    # -- read-only --------------------------------------------------------------------------
+
+    def _read_only(self, *args, **kwargs):
+        raise NotImplementedError("ahead is read-only")
+
+    mkdir = makedirs = rm_file = rm = rmdir = mv = cp_file = put_file = pipe_file = touch = _read_only

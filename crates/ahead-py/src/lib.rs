@@ -1,0 +1,540 @@
+//! `ahead._ahead`: the Python binding's native half. The Python package (`python/ahead`) wraps
+//! it in Python's own types: `ahead.File` is an `io.RawIOBase` over [`RawFile`], `ahead.open`
+//! wraps that in `io.BufferedReader` as Python's `open` does, `ahead.fs` is the fsspec
+//! filesystem, and `ahead.sim`/`ahead.replay` turn the JSON returned here into dicts.
+//!
+//! **The GIL.** Every call that may wait (an open, which may be a HEAD to a store; a read,
+//! which may wait for the device or a GET) releases the GIL (`Python::detach`), so a pool
+//! of Python threads reading through one engine runs its reads in parallel. A read into a
+//! caller's buffer (`readinto`) holds the buffer exported while the GIL is released, as
+//! CPython's own `readinto` does, so its memory cannot move; bytes returned by `pread` are
+//! filled in place, copied only when the read comes back short (the end of the file).
+//!
+//! **Errors** are `OSError`s built as Python's own are, `OSError(errno, message, filename)`,
+//! so Python picks the subclass from the errno: `FileNotFoundError` for a missing file or
+//! object, `PermissionError` for refused credentials, `IsADirectoryError`, and so on. Errors
+//! the system did not number (a store's 404, a bad URL) get the errno of their kind.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::PathBuf;
+use std::sync::{RwLock, RwLockReadGuard};
+
+use ahead::engine::{BackendChoice, EngineBuilder};
+use ahead::pattern::Pattern;
+use ahead::{sim, Advice, DeviceModel, PolicyConfig, SimConfig};
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+/// The errno Python would have raised for `e`: the system's own, or its kind's.
+fn errno_of(e: &io::Error) -> i32 {
+    if let Some(n) = e.raw_os_error() {
+        return n;
+    }
+    use io::ErrorKind::*;
+    match e.kind() {
+        NotFound => libc_errno::ENOENT,
+        PermissionDenied => libc_errno::EACCES,
+        InvalidInput => libc_errno::EINVAL,
+        Unsupported => libc_errno::EOPNOTSUPP,
+        TimedOut => libc_errno::ETIMEDOUT,
+        ConnectionRefused => libc_errno::ECONNREFUSED,
+        ConnectionReset => libc_errno::ECONNRESET,
+        IsADirectory => libc_errno::EISDIR,
+        _ => libc_errno::EIO,
+    }
+}
+
+/// The few errnos used above (Linux's numbers; the engine is Linux-only).
+mod libc_errno {
+    pub const ENOENT: i32 = 2;
+    pub const EIO: i32 = 5;
+    pub const EACCES: i32 = 13;
+    pub const EISDIR: i32 = 21;
+    pub const EINVAL: i32 = 22;
+    pub const EOPNOTSUPP: i32 = 95;
+    pub const ECONNRESET: i32 = 104;
+    pub const ETIMEDOUT: i32 = 110;
+    pub const ECONNREFUSED: i32 = 111;
+}
+
+/// `e` as Python's `OSError(errno, message, filename)`.
+fn os_error(e: io::Error, name: &str) -> PyErr {
+    let errno = errno_of(&e);
+    // Python shows the filename itself: the engine's leading "NAME: " goes, and so does
+    // Rust's " (os error N)" (Python shows "[Errno N]").
+    let text = e.to_string();
+    let text = text
+        .strip_prefix(name)
+        .and_then(|t| t.strip_prefix(": "))
+        .unwrap_or(&text);
+    let message = match text.find(" (os error ") {
+        Some(at) => {
+            let close = text[at..].find(')').map_or(text.len(), |i| at + i + 1);
+            format!("{}{}", &text[..at], &text[close..])
+        }
+        None => text.to_string(),
+    };
+    PyOSError::new_err((errno, message, name.to_string()))
+}
+
+/// A size from Python: bytes as an int, or text such as "256m" or "1g".
+fn size_arg(value: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
+    if let Ok(n) = value.extract::<u64>() {
+        return Ok(n);
+    }
+    if let Ok(text) = value.extract::<String>() {
+        return ahead::units::parse_size(&text)
+            .map(|b| b.0)
+            .map_err(|e| PyValueError::new_err(format!("{what}: {e}")));
+    }
+    Err(PyTypeError::new_err(format!(
+        "{what} must be a number of bytes or a size such as '256m'"
+    )))
+}
+
+/// An object or prefix as Python gets it: `(url, size, is_prefix, etag)`.
+type Entry = (String, u64, bool, Option<String>);
+
+fn entry(info: ahead::engine::ObjectInfo) -> Entry {
+    (info.url, info.size, info.is_prefix, info.e_tag)
+}
+
+/// An engine: one cache under one memory budget, its backend, and the files opened through it.
+#[pyclass(name = "Engine", module = "ahead._ahead", frozen)]
+struct PyEngine {
+    engine: ahead::Engine,
+}
+
+#[pymethods]
+impl PyEngine {
+    #[new]
+    #[pyo3(signature = (budget=None, policy=None, backend=None, direct=true, storage_options=None))]
+    fn new(
+        py: Python<'_>,
+        budget: Option<&Bound<'_, PyAny>>,
+        policy: Option<String>,
+        backend: Option<String>,
+        direct: bool,
+        storage_options: Option<HashMap<String, String>>,
+    ) -> PyResult<Self> {
+        let mut builder: EngineBuilder = ahead::Engine::builder().direct(direct);
+        if let Some(b) = budget {
+            builder = builder.budget(size_arg(b, "budget")?);
+        }
+        if let Some(p) = &policy {
+            ahead::policy::validate_name(p).map_err(PyValueError::new_err)?;
+            if p == ahead::policy::ORACLE {
+                return Err(PyValueError::new_err(
+                    "the oracle needs the whole future of the reads: it runs in the simulator only",
+                ));
+            }
+            builder = builder.policy(p);
+        }
+        if let Some(name) = &backend {
+            let choice: BackendChoice = name.parse().map_err(PyValueError::new_err)?;
+            builder = builder.backend(choice);
+        }
+        let mut options: Vec<(String, String)> =
+            storage_options.unwrap_or_default().into_iter().collect();
+        options.sort();
+        for (key, value) in &options {
+            builder = builder.remote_option(key, value);
+        }
+        let engine = py
+            .detach(|| builder.build())
+            .map_err(|e| os_error(e, "engine"))?;
+        Ok(PyEngine { engine })
+    }
+
+    /// Open `path` (a local path, `s3://bucket/key` or `http(s)://host/path`) for reading.
+    #[pyo3(signature = (path, policy=None))]
+    fn open(&self, py: Python<'_>, path: PathBuf, policy: Option<String>) -> PyResult<RawFile> {
+        let name = path.to_string_lossy().into_owned();
+        let engine = self.engine.clone();
+        let file = py
+            .detach(|| match &policy {
+                Some(p) => engine.open_with_policy(&path, p),
+                None => engine.open(&path),
+            })
+            .map_err(|e| os_error(e, &name))?;
+        Ok(RawFile {
+            file: RwLock::new(Some(file)),
+            name,
+        })
+    }
+
+    /// The engine's statistics as JSON (`ahead.Engine.stats` parses it).
+    fn stats_json(&self) -> PyResult<String> {
+        serde_json::to_string(&self.engine.stats())
+            .map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    /// `(url, size, is_prefix, etag)` of the object or prefix at `url`.
+    fn stat_object(&self, py: Python<'_>, url: String) -> PyResult<Entry> {
+        let engine = self.engine.clone();
+        let info = py
+            .detach(|| engine.stat_object(&url))
+            .map_err(|e| os_error(e, &url))?;
+        Ok(entry(info))
+    }
+
+    /// `(url, size, is_prefix, etag)` of each object and prefix directly under `url`.
+    fn list_objects(&self, py: Python<'_>, url: String) -> PyResult<Vec<Entry>> {
+        let engine = self.engine.clone();
+        let listed = py
+            .detach(|| engine.list_objects(&url))
+            .map_err(|e| os_error(e, &url))?;
+        Ok(listed.into_iter().map(entry).collect())
+    }
+}
+
+/// One open file or object: reads at an offset, from any thread. `ahead.File` keeps the
+/// position and the rest of `io.RawIOBase`.
+#[pyclass(module = "ahead._ahead", frozen)]
+struct RawFile {
+    /// `None` once closed; reads hold it shared, so a close waits for reads in flight.
+    file: RwLock<Option<ahead::File>>,
+    name: String,
+}
+
+impl RawFile {
+    fn open_file(&self) -> PyResult<RwLockReadGuard<'_, Option<ahead::File>>> {
+        let guard = self.file.read().unwrap_or_else(|p| p.into_inner());
+        if guard.is_none() {
+            return Err(PyValueError::new_err("I/O operation on closed file."));
+        }
+        Ok(guard)
+    }
+
+    /// Read into `dst` at `offset` until it is full or the end of the file.
+    fn read_full(file: &ahead::File, dst: &mut [u8], offset: u64) -> io::Result<usize> {
+        let mut done = 0;
+        while done < dst.len() {
+            match file.read_at(&mut dst[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
+    }
+}
+
+/// A caller's writable buffer, as a pointer and length the GIL-free read may fill.
+struct Destination {
+    at: usize,
+    len: usize,
+}
+
+#[pymethods]
+impl RawFile {
+    /// Fill `buffer` (a writable, C-contiguous bytes-like object of bytes) from `offset`:
+    /// bytes read, fewer only at the end of the file.
+    fn readinto(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>, offset: u64) -> PyResult<usize> {
+        let view = PyBuffer::<u8>::get(buffer)?;
+        if view.readonly() {
+            return Err(PyTypeError::new_err("readinto() needs a writable buffer"));
+        }
+        if !view.is_c_contiguous() {
+            return Err(PyValueError::new_err(
+                "readinto() needs a contiguous buffer",
+            ));
+        }
+        let dst = Destination {
+            at: view.buf_ptr() as usize,
+            len: view.len_bytes(),
+        };
+        let guard = self.open_file()?;
+        let file = guard.as_ref().expect("checked open");
+        let read = py.detach(|| {
+            // SAFETY: the buffer stays exported (`view` lives past this call), so its memory
+            // neither moves nor is freed; it is `len` writable bytes, checked above.
+            let slice = unsafe { std::slice::from_raw_parts_mut(dst.at as *mut u8, dst.len) };
+            Self::read_full(file, slice, offset)
+        });
+        drop(view);
+        read.map_err(|e| os_error(e, &self.name))
+    }
+
+    /// Up to `n` bytes from `offset` (fewer at the end of the file), as `os.pread`.
+    fn pread<'py>(&self, py: Python<'py>, n: usize, offset: u64) -> PyResult<Bound<'py, PyBytes>> {
+        let guard = self.open_file()?;
+        let file = guard.as_ref().expect("checked open");
+        let n = (n as u64).min(file.len().saturating_sub(offset)) as usize;
+        let mut got = 0usize;
+        let mut failed = None;
+        let bytes = PyBytes::new_with(py, n, |dst| {
+            match py.detach(|| Self::read_full(file, dst, offset)) {
+                Ok(k) => got = k,
+                Err(e) => failed = Some(e),
+            }
+            Ok(())
+        })?;
+        if let Some(e) = failed {
+            return Err(os_error(e, &self.name));
+        }
+        if got < n {
+            // The file shrank under the read: only what was read.
+            return Ok(PyBytes::new(py, &bytes.as_bytes()[..got]));
+        }
+        Ok(bytes)
+    }
+
+    /// Size in bytes, as opened.
+    fn size(&self) -> PyResult<u64> {
+        Ok(self.open_file()?.as_ref().map_or(0, |f| f.len()))
+    }
+
+    /// Whether reads bypass the kernel's page cache (O_DIRECT).
+    fn is_direct(&self) -> PyResult<bool> {
+        Ok(self.open_file()?.as_ref().is_some_and(|f| f.is_direct()))
+    }
+
+    /// Tell the policy how the file will be read: "normal", "sequential", "random",
+    /// "willneed" or "dontneed" (the last two for `length` bytes from `offset`).
+    fn advise(&self, py: Python<'_>, advice: &str, offset: u64, length: u64) -> PyResult<()> {
+        let advice = match advice {
+            "normal" => Advice::Normal,
+            "sequential" => Advice::Sequential,
+            "random" => Advice::Random,
+            "willneed" => Advice::WillNeed {
+                offset,
+                len: length,
+            },
+            "dontneed" => Advice::DontNeed {
+                offset,
+                len: length,
+            },
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "unknown advice {other:?}: normal, sequential, random, willneed or dontneed"
+                )))
+            }
+        };
+        let guard = self.open_file()?;
+        let file = guard.as_ref().expect("checked open");
+        py.detach(|| file.advise(advice))
+            .map_err(|e| os_error(e, &self.name))
+    }
+
+    /// Close: later calls fail; reads in flight finish first.
+    fn close(&self, py: Python<'_>) {
+        let file = py.detach(|| {
+            let mut slot = self.file.write().unwrap_or_else(|p| p.into_inner());
+            slot.take()
+        });
+        drop(file);
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.file
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
+    }
+
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// The simulator's settings, as the CLI's flags give them.
+#[allow(clippy::too_many_arguments)]
+fn sim_config(
+    device: &str,
+    cache: &Bound<'_, PyAny>,
+    ra_max: &Bound<'_, PyAny>,
+    io_max: Option<&Bound<'_, PyAny>>,
+    compute_us: f64,
+    eviction: &str,
+) -> PyResult<SimConfig> {
+    let device = DeviceModel::preset(device).map_err(PyValueError::new_err)?;
+    let pages = |bytes: u64| bytes.div_ceil(ahead::PAGE_SIZE).max(1);
+    let cache_pages = pages(size_arg(cache, "cache")?) as usize;
+    let ra = pages(size_arg(ra_max, "ra_max")?);
+    let io = match io_max {
+        Some(v) => pages(size_arg(v, "io_max")?),
+        None => ra,
+    };
+    if !(compute_us >= 0.0 && compute_us.is_finite()) {
+        return Err(PyValueError::new_err(
+            "compute_us must be a number of microseconds, 0 or more",
+        ));
+    }
+    let eviction = match eviction {
+        "lru" => sim::Eviction::Lru,
+        "clock" => sim::Eviction::Clock,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown eviction {other:?}: lru or clock"
+            )))
+        }
+    };
+    Ok(SimConfig {
+        cache_pages,
+        device,
+        compute_ns_per_page: (compute_us * 1000.0) as u64,
+        policy: PolicyConfig {
+            ra_max_pages: ra,
+            io_max_pages: io,
+            fixed_pages: pages(128 << 10),
+            ..PolicyConfig::default()
+        },
+        eviction,
+        ..SimConfig::default()
+    })
+}
+
+/// The policies to run: "all", a name, or names separated by commas; the oracle always.
+fn sim_policies(policy: &str) -> PyResult<Vec<&'static str>> {
+    let mut list: Vec<&'static str> = if policy == "all" {
+        ahead::policy::names().collect()
+    } else {
+        policy
+            .split(',')
+            .map(|name| {
+                ahead::policy::names()
+                    .find(|n| *n == name.trim())
+                    .ok_or_else(|| {
+                        PyValueError::new_err(format!(
+                            "unknown policy {name:?}; known: {}, or all",
+                            ahead::policy::names().collect::<Vec<_>>().join(", ")
+                        ))
+                    })
+            })
+            .collect::<PyResult<_>>()?
+    };
+    if !list.contains(&ahead::policy::ORACLE) {
+        list.push(ahead::policy::ORACLE);
+    }
+    Ok(list)
+}
+
+/// `ahead sim --json`'s document for `pattern`, as a string.
+#[pyfunction]
+#[pyo3(signature = (pattern, policy="all", device="nvme", cache=None, ra_max=None, io_max=None, compute_us=0.0, eviction="lru"))]
+#[allow(clippy::too_many_arguments)]
+fn sim_json(
+    py: Python<'_>,
+    pattern: &str,
+    policy: &str,
+    device: &str,
+    cache: Option<&Bound<'_, PyAny>>,
+    ra_max: Option<&Bound<'_, PyAny>>,
+    io_max: Option<&Bound<'_, PyAny>>,
+    compute_us: f64,
+    eviction: &str,
+) -> PyResult<String> {
+    let default_cache = "256m".into_pyobject(py)?.into_any();
+    let default_ra = "128k".into_pyobject(py)?.into_any();
+    let config = sim_config(
+        device,
+        cache.unwrap_or(&default_cache),
+        ra_max.unwrap_or(&default_ra),
+        io_max,
+        compute_us,
+        eviction,
+    )?;
+    let policies = sim_policies(policy)?;
+    let parsed = Pattern::parse(pattern).map_err(PyValueError::new_err)?;
+    let runs = py
+        .detach(|| {
+            policies
+                .iter()
+                .map(|p| sim::run(p, config, parsed.workload()))
+                .collect::<Result<Vec<_>, String>>()
+        })
+        .map_err(PyValueError::new_err)?;
+    let doc = serde_json::json!({
+        "pattern": pattern,
+        "device": config.device,
+        "cache_pages": config.cache_pages,
+        "ra_max_pages": config.policy.ra_max_pages,
+        "eviction": eviction,
+        "results": ahead::report::results_json(&runs),
+    });
+    Ok(doc.to_string())
+}
+
+/// `ahead replay --json`'s document for the trace at `path`, as a string.
+#[pyfunction]
+#[pyo3(signature = (path, policy="all", device="nvme", cache=None, ra_max=None, io_max=None, compute_us=0.0, eviction="lru"))]
+#[allow(clippy::too_many_arguments)]
+fn replay_json(
+    py: Python<'_>,
+    path: PathBuf,
+    policy: &str,
+    device: &str,
+    cache: Option<&Bound<'_, PyAny>>,
+    ra_max: Option<&Bound<'_, PyAny>>,
+    io_max: Option<&Bound<'_, PyAny>>,
+    compute_us: f64,
+    eviction: &str,
+) -> PyResult<String> {
+    let policies = sim_policies(policy)?;
+    let (trace, defaults, _) = py
+        .detach(|| ahead::kernel::load_for_replay(&path))
+        .map_err(|e| PyOSError::new_err((libc_errno::EINVAL, e, path.display().to_string())))?;
+    let default_cache = "256m".into_pyobject(py)?.into_any();
+    // The trace's own device settings, as `ahead replay` takes them, unless given.
+    let default_ra = format!("{}k", defaults.ra_max_kb.unwrap_or(128))
+        .into_pyobject(py)?
+        .into_any();
+    let default_io = defaults
+        .io_max_kb
+        .filter(|_| ra_max.is_none())
+        .map(|kb| format!("{kb}k").into_pyobject(py).map(|s| s.into_any()))
+        .transpose()?;
+    let mut config = sim_config(
+        device,
+        cache.unwrap_or(&default_cache),
+        ra_max.unwrap_or(&default_ra),
+        io_max.or(default_io.as_ref()),
+        compute_us,
+        eviction,
+    )?;
+    if let Some(order) = defaults.folio_max_order {
+        config.policy.folio_max_order = order;
+    }
+    let sizes: Vec<u64> = trace.files.iter().map(|f| f.size.0).collect();
+    let runs = py
+        .detach(|| {
+            policies
+                .iter()
+                .map(|p| sim::run(p, config, trace.clone().into_workload()))
+                .collect::<Result<Vec<_>, String>>()
+        })
+        .map_err(PyValueError::new_err)?;
+    let doc = serde_json::json!({
+        "trace": path.display().to_string(),
+        "ra_max_pages": config.policy.ra_max_pages,
+        "io_max_pages": config.policy.io_max_pages,
+        "folio_max_order": config.policy.folio_max_order,
+        "results": ahead::report::results_json(&runs),
+        "files": ahead::report::files_json(&runs, &sizes),
+    });
+    Ok(doc.to_string())
+}
+
+/// The registered policies' names, in the CLI's order.
+#[pyfunction]
+fn policy_names() -> Vec<&'static str> {
+    ahead::policy::names().collect()
+}
+
+#[pymodule]
+fn _ahead(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyEngine>()?;
+    m.add_class::<RawFile>()?;
+    m.add_function(wrap_pyfunction!(sim_json, m)?)?;
+    m.add_function(wrap_pyfunction!(replay_json, m)?)?;
+    m.add_function(wrap_pyfunction!(policy_names, m)?)?;
+    m.add("DEFAULT_BUDGET", ahead::engine::DEFAULT_BUDGET)?;
+    Ok(())
+}

@@ -1,0 +1,104 @@
+"""Fixtures for the Python package's tests: files of random bytes, and a real S3-compatible
+server (versitygw, installed by tools/test-servers) started on a loopback port.
+
+Where the server is missing the tests that need it skip, naming it; with
+AHEAD_REQUIRE_SERVERS=1 (CI) that is a failure instead.
+"""
+
+import os
+import random
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+ACCESS_KEY = "ahead-py-test-access"
+SECRET_KEY = "ahead-py-test-secret-not-real"
+REGION = "us-east-1"
+BUCKET = "pybucket"
+
+
+def need(what: str):
+    """Skip for a missing `what`, or fail where servers are required (CI)."""
+    if os.environ.get("AHEAD_REQUIRE_SERVERS") == "1":
+        pytest.fail(f"required here (AHEAD_REQUIRE_SERVERS=1): {what}")
+    pytest.skip(f"{what} (run tools/test-servers to install it)")
+
+
+def tool(name: str):
+    for d in (os.environ.get("AHEAD_TOOLS_BIN"), str(ROOT / "target/tools/bin")):
+        if d and (Path(d) / name).is_file():
+            return str(Path(d) / name)
+    return shutil.which(name)
+
+
+def random_bytes(n: int, seed: int) -> bytes:
+    return random.Random(seed).randbytes(n)
+
+
+@pytest.fixture
+def data(tmp_path):
+    """A 3 MiB + 123 byte file of random bytes (the last page partial) and its bytes."""
+    blob = random_bytes((3 << 20) + 123, 7)
+    path = tmp_path / "data.bin"
+    path.write_bytes(blob)
+    return path, blob
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class S3:
+    """A running versitygw: its endpoint, root directory and the options to reach it."""
+
+    def __init__(self, endpoint: str, root: Path):
+        self.endpoint = endpoint
+        self.root = root
+        self.options = {"endpoint": endpoint, "access_key_id": ACCESS_KEY,
+                        "secret_access_key": SECRET_KEY, "region": REGION, "allow_http": "true"}
+        self.s3fs_options = {"key": ACCESS_KEY, "secret": SECRET_KEY,
+                             "client_kwargs": {"endpoint_url": endpoint, "region_name": REGION}}
+
+    def put(self, key: str, blob: bytes) -> str:
+        """Store `blob` as BUCKET/key (the posix backend's objects are its files)."""
+        path = self.root / BUCKET / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(blob)
+        return f"s3://{BUCKET}/{key}"
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory):
+    binary = tool("versitygw")
+    if binary is None:
+        need("versitygw is not installed")
+    root = tmp_path_factory.mktemp("versitygw")
+    (root / BUCKET).mkdir()
+    port = free_port()
+    log = open(root / "server.log", "wb")
+    proc = subprocess.Popen([binary, "--access", ACCESS_KEY, "--secret", SECRET_KEY, "--region", REGION,
+                             "--quiet", "--port", f"127.0.0.1:{port}", "posix", str(root)],
+                            stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                need(f"versitygw did not start: {(root / 'server.log').read_text()[-500:]}")
+            time.sleep(0.05)
+    try:
+        yield S3(f"http://127.0.0.1:{port}", root)
+    finally:
+        proc.kill()
+        proc.wait()
+        log.close()

@@ -1,0 +1,164 @@
+"""The file API against Python's own `open`: the same bytes, positions and exceptions."""
+
+import io
+import os
+import random
+import threading
+
+import pytest
+
+import ahead
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return ahead.Engine(budget="16m")
+
+
+def test_open_gives_what_pythons_open_gives(data, engine):
+    path, blob = data
+    with engine.open(path) as f, open(path, "rb") as g:
+        assert type(f) is io.BufferedReader and type(g) is io.BufferedReader
+        assert isinstance(f.raw, ahead.File) and isinstance(f.raw, io.RawIOBase)
+        assert f.read(10) == g.read(10)
+        assert f.seek(-5, io.SEEK_END) == g.seek(-5, io.SEEK_END)
+        assert f.read() == g.read() == blob[-5:]
+        assert f.tell() == g.tell() == len(blob)
+        assert f.read(1) == b""
+    with engine.open(path, buffering=0) as raw:
+        assert type(raw) is ahead.File
+        assert len(raw) == len(blob)
+        assert raw.readable() and raw.seekable() and not raw.writable()
+        assert raw.readall() == blob
+    with engine.open(path, "r", encoding="latin-1") as text, open(path, "r", encoding="latin-1") as theirs:
+        assert text.read(1000) == theirs.read(1000)
+        assert text.readline() == theirs.readline()
+
+
+def test_readinto_fills_the_callers_buffer(data, engine):
+    path, blob = data
+    with engine.open(path, buffering=0) as f:
+        buf = bytearray(100_000)
+        f.seek(12345)
+        assert f.readinto(buf) == len(buf)
+        assert bytes(buf) == blob[12345:12345 + len(buf)]
+        view = memoryview(buf)[10:20]
+        assert f.readinto(view) == 10
+        assert bytes(buf[10:20]) == blob[112345:112355]
+        # A buffer of another item type is filled byte for byte, as FileIO fills it.
+        import array
+        words = array.array("I", [0] * 4)
+        f.seek(0)
+        assert f.readinto(words) == 16
+        assert words.tobytes() == blob[:16]
+        f.seek(len(blob) - 3)
+        assert f.readinto(bytearray(10)) == 3
+        with pytest.raises(TypeError):
+            f.readinto(b"read-only")
+
+
+def test_random_reads_equal_the_files_bytes(data, engine):
+    """Random seeks and reads of random sizes, against the bytes: every policy, seeded."""
+    path, blob = data
+    for policy in ["adaptive", "linux-ondemand", "fixed", "none"]:
+        rng = random.Random(policy)
+        with engine.open(path, buffering=0, policy=policy) as f:
+            for _ in range(300):
+                at = rng.randrange(len(blob) + 10)
+                n = rng.choice([1, 7, 4096, 5000, 65536, 300_000])
+                if rng.random() < 0.5:
+                    f.seek(at)
+                    got = f.read(n)
+                    assert got == blob[at:at + n], (policy, at, n)
+                    assert f.tell() == at + len(got)
+                else:
+                    assert f.pread(n, at) == blob[at:at + n], (policy, at, n)
+
+
+def test_threads_share_one_file(data, engine):
+    path, blob = data
+    errors = []
+    with engine.open(path, buffering=0) as f:
+        def reader(seed):
+            rng = random.Random(seed)
+            for _ in range(200):
+                at, n = rng.randrange(len(blob)), rng.choice([4096, 65536])
+                if f.pread(n, at) != blob[at:at + n]:
+                    errors.append((at, n))
+        threads = [threading.Thread(target=reader, args=(s,)) for s in range(8)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+    assert errors == []
+
+
+def test_advise_and_stats(data):
+    path, blob = data
+    engine = ahead.Engine(budget="16m", policy="adaptive", backend="threads")
+    with engine.open(path, buffering=0) as f:
+        f.advise("sequential")
+        f.advise("willneed", 0, 1 << 20)
+        assert f.read(4096) == blob[:4096]
+        f.advise("random")
+        f.advise("dontneed", 0, len(blob))
+        f.advise("normal")
+        with pytest.raises(ValueError):
+            f.advise("soon")
+    stats = engine.stats()
+    assert stats["backend"] == "threads" and stats["policy"] == "adaptive"
+    assert stats["budget_bytes"] == 16 << 20
+    assert stats["reads"] >= 1 and stats["bytes_returned"] >= 4096 and stats["pages_read"] >= 1
+
+
+def test_empty_file(tmp_path, engine):
+    path = tmp_path / "empty"
+    path.write_bytes(b"")
+    with engine.open(path) as f:
+        assert f.read() == b"" and f.read(10) == b""
+
+
+def test_bad_input_raises_pythons_exceptions(tmp_path, data, engine):
+    path, _ = data
+    with pytest.raises(FileNotFoundError) as missing:
+        engine.open(tmp_path / "no-such-file")
+    assert missing.value.errno == 2 and missing.value.filename == str(tmp_path / "no-such-file")
+    with pytest.raises(IsADirectoryError):
+        engine.open(tmp_path)
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"x")
+    secret.chmod(0)
+    if os.geteuid() != 0:  # root reads anything
+        with pytest.raises(PermissionError):
+            engine.open(secret)
+    for mode in ["wb", "ab", "r+b", "rbt", "x"]:
+        with pytest.raises(ValueError):
+            engine.open(path, mode)
+    f = engine.open(path, buffering=0)
+    f.close()
+    assert f.closed
+    for call in [lambda: f.read(1), lambda: f.pread(1, 0), lambda: f.seek(0), lambda: f.readinto(bytearray(1))]:
+        with pytest.raises(ValueError):
+            call()
+    f.close()  # twice is fine, as for Python's files
+    with engine.open(path, buffering=0) as g:
+        with pytest.raises(OSError):
+            g.seek(-1)
+        with pytest.raises(ValueError):
+            g.pread(-1, 0)
+        with pytest.raises(io.UnsupportedOperation):
+            g.fileno()
+    with pytest.raises(ValueError):
+        ahead.Engine(budget="lots")
+    with pytest.raises(ValueError):
+        ahead.Engine(policy="psychic")
+    with pytest.raises(ValueError):
+        ahead.Engine(policy="oracle")
+    with pytest.raises(ValueError):
+        ahead.Engine(backend="floppy")
+
+
+def test_default_engine_and_module_open(data):
+    path, blob = data
+    with ahead.open(path) as f:
+        assert f.read() == blob
+    assert ahead.default_engine() is ahead.default_engine()
+    assert "adaptive" in ahead.policies()

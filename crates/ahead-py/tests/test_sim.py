@@ -1,0 +1,60 @@
+"""The simulator from Python returns the CLI's own records: `ahead.sim(...)` equals
+`ahead sim --json` with the same settings, and `ahead.replay` `ahead replay --json`."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import ahead
+from conftest import ROOT
+
+
+def cli():
+    for p in (os.environ.get("AHEAD_CLI"), ROOT / "target/debug/ahead", ROOT / "target/release/ahead"):
+        if p and Path(p).is_file():
+            return str(p)
+    if os.environ.get("AHEAD_REQUIRE_SERVERS") == "1":
+        pytest.fail("the ahead CLI is not built (cargo build -p ahead-cli)")
+    pytest.skip("the ahead CLI is not built (cargo build -p ahead-cli)")
+
+
+def run_cli(*args):
+    return json.loads(subprocess.run([cli(), *args, "--json"], check=True, capture_output=True, text=True).stdout)
+
+
+@pytest.mark.parametrize("pattern,kwargs,flags", [
+    ("seq:size=16m,bs=4k", {}, []),
+    ("random:size=8m,bs=4k,count=500", {"device": "hdd", "cache": "4m"}, ["--device", "hdd", "--cache", "4m"]),
+    ("iozone:mix", {"policy": "adaptive,linux-ondemand", "ra_max": "8m", "io_max": "4m", "compute_us": 10,
+                    "eviction": "clock"},
+     ["--policy", "adaptive,linux-ondemand", "--ra-max", "8m", "--io-max", "4m", "--compute-us", "10",
+      "--eviction", "clock"]),
+])
+def test_sim_equals_the_clis_json(pattern, kwargs, flags):
+    ours = ahead.sim(pattern, **kwargs)
+    theirs = run_cli("sim", "--pattern", pattern, *flags)
+    assert ours == theirs
+    assert {r["policy"] for r in ours["results"]} >= {"oracle"}
+
+
+def test_replay_equals_the_clis_json(tmp_path):
+    trace = tmp_path / "reads.csv"
+    lines = ["file,offset,len"] + [f"a.bin,{i * 4096},4096" for i in range(2000)] + \
+            [f"b.bin,{(i * 7919 % 500) * 4096},4096" for i in range(500)]
+    trace.write_text("\n".join(lines) + "\n")
+    ours = ahead.replay(trace, policy="adaptive,none", device="remote")
+    theirs = run_cli("replay", str(trace), "--policy", "adaptive,none", "--device", "remote")
+    assert ours == theirs
+
+
+def test_bad_settings_are_value_errors():
+    for kwargs in [{"pattern": "zigzag"}, {"pattern": "seq", "policy": "psychic"}, {"pattern": "seq", "device": "tape"},
+                   {"pattern": "seq", "cache": "lots"}, {"pattern": "seq", "compute_us": -1},
+                   {"pattern": "seq", "eviction": "random"}]:
+        with pytest.raises(ValueError):
+            ahead.sim(**kwargs)
+    with pytest.raises(OSError):
+        ahead.replay("/no/such/trace.csv")
