@@ -344,119 +344,131 @@ impl RawFile {
     }
 }
 
-/// The simulator's settings, as the CLI's flags give them.
-#[allow(clippy::too_many_arguments)]
-fn sim_config(
-    device: &str,
-    cache: &Bound<'_, PyAny>,
-    ra_max: &Bound<'_, PyAny>,
-    io_max: Option<&Bound<'_, PyAny>>,
+/// The simulator's settings, as the CLI's flags give them: a dict from `ahead.sim` and
+/// `ahead.replay` (sizes as bytes or text such as "64m"; `None` for the default).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct ModelArgs<'py> {
+    policy: String,
+    device: String,
+    cache: Option<Bound<'py, PyAny>>,
+    ra_max: Option<Bound<'py, PyAny>>,
+    io_max: Option<Bound<'py, PyAny>>,
     compute_us: f64,
-    eviction: &str,
-) -> PyResult<SimConfig> {
-    let device = DeviceModel::preset(device).map_err(PyValueError::new_err)?;
-    let pages = |bytes: u64| bytes.div_ceil(ahead::PAGE_SIZE).max(1);
-    let cache_pages = pages(size_arg(cache, "cache")?) as usize;
-    let ra = pages(size_arg(ra_max, "ra_max")?);
-    let io = match io_max {
-        Some(v) => pages(size_arg(v, "io_max")?),
-        None => ra,
-    };
-    if !(compute_us >= 0.0 && compute_us.is_finite()) {
-        return Err(PyValueError::new_err(
-            "compute_us must be a number of microseconds, 0 or more",
-        ));
-    }
-    let eviction = match eviction {
-        "lru" => sim::Eviction::Lru,
-        "clock" => sim::Eviction::Clock,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "unknown eviction {other:?}: lru or clock"
-            )))
-        }
-    };
-    Ok(SimConfig {
-        cache_pages,
-        device,
-        compute_ns_per_page: (compute_us * 1000.0) as u64,
-        policy: PolicyConfig {
-            ra_max_pages: ra,
-            io_max_pages: io,
-            fixed_pages: pages(128 << 10),
-            ..PolicyConfig::default()
-        },
-        eviction,
-        ..SimConfig::default()
-    })
+    eviction: String,
 }
 
-/// The policies to run: "all", a name, or names separated by commas; the oracle always.
-fn sim_policies(policy: &str) -> PyResult<Vec<&'static str>> {
-    let mut list: Vec<&'static str> = if policy == "all" {
-        ahead::policy::names().collect()
-    } else {
-        policy
-            .split(',')
-            .map(|name| {
-                ahead::policy::names()
-                    .find(|n| *n == name.trim())
-                    .ok_or_else(|| {
+/// Pages in a size argument, or `default` bytes' worth where it is `None`.
+fn pages_arg(value: Option<&Bound<'_, PyAny>>, what: &str, default: u64) -> PyResult<u64> {
+    let bytes = match value {
+        Some(v) => size_arg(v, what)?,
+        None => default,
+    };
+    Ok(bytes.div_ceil(ahead::PAGE_SIZE).max(1))
+}
+
+impl ModelArgs<'_> {
+    /// The configuration, with the window and request sizes a trace brings (`defaults`) where
+    /// none is given, as `ahead replay` takes them.
+    fn config(&self, defaults: ahead::kernel::TraceDefaults) -> PyResult<SimConfig> {
+        let device = DeviceModel::preset(&self.device).map_err(PyValueError::new_err)?;
+        let ra = pages_arg(
+            self.ra_max.as_ref(),
+            "ra_max",
+            defaults.ra_max_kb.unwrap_or(128) << 10,
+        )?;
+        let io = match (&self.io_max, defaults.io_max_kb) {
+            (Some(v), _) => pages_arg(Some(v), "io_max", 0)?,
+            (None, Some(kb)) if self.ra_max.is_none() => pages_arg(None, "io_max", kb << 10)?,
+            _ => ra,
+        };
+        if !(self.compute_us >= 0.0 && self.compute_us.is_finite()) {
+            return Err(PyValueError::new_err(
+                "compute_us must be a number of microseconds, 0 or more",
+            ));
+        }
+        let eviction = match self.eviction.as_str() {
+            "lru" => sim::Eviction::Lru,
+            "clock" => sim::Eviction::Clock,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "unknown eviction {other:?}: lru or clock"
+                )))
+            }
+        };
+        let mut policy = PolicyConfig {
+            ra_max_pages: ra,
+            io_max_pages: io,
+            fixed_pages: pages_arg(None, "fixed", 128 << 10)?,
+            ..PolicyConfig::default()
+        };
+        if let Some(order) = defaults.folio_max_order {
+            policy.folio_max_order = order;
+        }
+        Ok(SimConfig {
+            cache_pages: pages_arg(self.cache.as_ref(), "cache", 256 << 20)? as usize,
+            device,
+            compute_ns_per_page: (self.compute_us * 1000.0) as u64,
+            policy,
+            eviction,
+            ..SimConfig::default()
+        })
+    }
+
+    /// The policies to run: "all", a name, or names separated by commas; the oracle always.
+    fn policies(&self) -> PyResult<Vec<&'static str>> {
+        let known = || ahead::policy::names();
+        let mut list: Vec<&'static str> = if self.policy == "all" {
+            known().collect()
+        } else {
+            self.policy
+                .split(',')
+                .map(|name| {
+                    known().find(|n| *n == name.trim()).ok_or_else(|| {
                         PyValueError::new_err(format!(
                             "unknown policy {name:?}; known: {}, or all",
-                            ahead::policy::names().collect::<Vec<_>>().join(", ")
+                            known().collect::<Vec<_>>().join(", ")
                         ))
                     })
-            })
-            .collect::<PyResult<_>>()?
-    };
-    if !list.contains(&ahead::policy::ORACLE) {
-        list.push(ahead::policy::ORACLE);
+                })
+                .collect::<PyResult<_>>()?
+        };
+        if !list.contains(&ahead::policy::ORACLE) {
+            list.push(ahead::policy::ORACLE);
+        }
+        Ok(list)
     }
-    Ok(list)
+}
+
+/// Each policy's run of `workload()` under `config`, with the GIL released.
+fn run_policies(
+    py: Python<'_>,
+    policies: &[&str],
+    config: SimConfig,
+    workload: impl Fn() -> ahead::Workload + Sync,
+) -> PyResult<Vec<ahead::RunReport>> {
+    py.detach(|| {
+        policies
+            .iter()
+            .map(|p| sim::run(p, config, workload()))
+            .collect::<Result<Vec<_>, String>>()
+    })
+    .map_err(PyValueError::new_err)
 }
 
 /// `ahead sim --json`'s document for `pattern`, as a string.
 #[pyfunction]
-#[pyo3(signature = (pattern, policy="all", device="nvme", cache=None, ra_max=None, io_max=None, compute_us=0.0, eviction="lru"))]
-#[allow(clippy::too_many_arguments)]
-fn sim_json(
-    py: Python<'_>,
-    pattern: &str,
-    policy: &str,
-    device: &str,
-    cache: Option<&Bound<'_, PyAny>>,
-    ra_max: Option<&Bound<'_, PyAny>>,
-    io_max: Option<&Bound<'_, PyAny>>,
-    compute_us: f64,
-    eviction: &str,
-) -> PyResult<String> {
-    let default_cache = "256m".into_pyobject(py)?.into_any();
-    let default_ra = "128k".into_pyobject(py)?.into_any();
-    let config = sim_config(
-        device,
-        cache.unwrap_or(&default_cache),
-        ra_max.unwrap_or(&default_ra),
-        io_max,
-        compute_us,
-        eviction,
-    )?;
-    let policies = sim_policies(policy)?;
+fn sim_json(py: Python<'_>, pattern: &str, model: ModelArgs<'_>) -> PyResult<String> {
+    let config = model.config(Default::default())?;
+    let policies = model.policies()?;
     let parsed = Pattern::parse(pattern).map_err(PyValueError::new_err)?;
-    let runs = py
-        .detach(|| {
-            policies
-                .iter()
-                .map(|p| sim::run(p, config, parsed.workload()))
-                .collect::<Result<Vec<_>, String>>()
-        })
-        .map_err(PyValueError::new_err)?;
+    let runs = run_policies(py, &policies, config, || parsed.workload())?;
     let doc = serde_json::json!({
         "pattern": pattern,
         "device": config.device,
         "cache_pages": config.cache_pages,
         "ra_max_pages": config.policy.ra_max_pages,
-        "eviction": eviction,
+        "eviction": model.eviction,
         "results": ahead::report::results_json(&runs),
     });
     Ok(doc.to_string())
@@ -464,53 +476,14 @@ fn sim_json(
 
 /// `ahead replay --json`'s document for the trace at `path`, as a string.
 #[pyfunction]
-#[pyo3(signature = (path, policy="all", device="nvme", cache=None, ra_max=None, io_max=None, compute_us=0.0, eviction="lru"))]
-#[allow(clippy::too_many_arguments)]
-fn replay_json(
-    py: Python<'_>,
-    path: PathBuf,
-    policy: &str,
-    device: &str,
-    cache: Option<&Bound<'_, PyAny>>,
-    ra_max: Option<&Bound<'_, PyAny>>,
-    io_max: Option<&Bound<'_, PyAny>>,
-    compute_us: f64,
-    eviction: &str,
-) -> PyResult<String> {
-    let policies = sim_policies(policy)?;
+fn replay_json(py: Python<'_>, path: PathBuf, model: ModelArgs<'_>) -> PyResult<String> {
+    let policies = model.policies()?;
     let (trace, defaults, _) = py
         .detach(|| ahead::kernel::load_for_replay(&path))
         .map_err(|e| PyOSError::new_err((libc_errno::EINVAL, e, path.display().to_string())))?;
-    let default_cache = "256m".into_pyobject(py)?.into_any();
-    // The trace's own device settings, as `ahead replay` takes them, unless given.
-    let default_ra = format!("{}k", defaults.ra_max_kb.unwrap_or(128))
-        .into_pyobject(py)?
-        .into_any();
-    let default_io = defaults
-        .io_max_kb
-        .filter(|_| ra_max.is_none())
-        .map(|kb| format!("{kb}k").into_pyobject(py).map(|s| s.into_any()))
-        .transpose()?;
-    let mut config = sim_config(
-        device,
-        cache.unwrap_or(&default_cache),
-        ra_max.unwrap_or(&default_ra),
-        io_max.or(default_io.as_ref()),
-        compute_us,
-        eviction,
-    )?;
-    if let Some(order) = defaults.folio_max_order {
-        config.policy.folio_max_order = order;
-    }
+    let config = model.config(defaults)?;
     let sizes: Vec<u64> = trace.files.iter().map(|f| f.size.0).collect();
-    let runs = py
-        .detach(|| {
-            policies
-                .iter()
-                .map(|p| sim::run(p, config, trace.clone().into_workload()))
-                .collect::<Result<Vec<_>, String>>()
-        })
-        .map_err(PyValueError::new_err)?;
+    let runs = run_policies(py, &policies, config, || trace.clone().into_workload())?;
     let doc = serde_json::json!({
         "trace": path.display().to_string(),
         "ra_max_pages": config.policy.ra_max_pages,

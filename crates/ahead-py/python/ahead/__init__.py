@@ -252,14 +252,18 @@ def sim(pattern: str, policy: str = "all", device: str = "nvme", cache: Optional
     """``ahead sim --pattern PATTERN --json``: every policy (and the oracle) on a pattern
     such as ``"seq:size=256m,bs=4k"``, modelled; ``result["results"]`` holds a record per
     policy with the CLI's field names."""
-    return json.loads(_ahead.sim_json(pattern, policy, device, cache, ra_max, io_max, compute_us, eviction))
+    model = dict(policy=policy, device=device, cache=cache, ra_max=ra_max, io_max=io_max, compute_us=float(compute_us),
+                 eviction=eviction)
+    return json.loads(_ahead.sim_json(pattern, model))
 
 
 def replay(path: PathLike, policy: str = "all", device: str = "nvme", cache: Optional[Size] = None, ra_max: Optional[Size] = None,
            io_max: Optional[Size] = None, compute_us: float = 0.0, eviction: str = "lru") -> Dict[str, Any]:
     """``ahead replay PATH --json``: a recorded trace (strace log, CSV, or a directory of
     ``ahead trace --kernel``) through every policy."""
-    return json.loads(_ahead.replay_json(os.fspath(path), policy, device, cache, ra_max, io_max, compute_us, eviction))
+    model = dict(policy=policy, device=device, cache=cache, ra_max=ra_max, io_max=io_max, compute_us=float(compute_us),
+                 eviction=eviction)
+    return json.loads(_ahead.replay_json(os.fspath(path), model))
 
 
 def policies():
