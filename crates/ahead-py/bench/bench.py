@@ -207,6 +207,7 @@ def main() -> None:
     p.add_argument("--endpoint")
     p.add_argument("--local")
     p.add_argument("--cases", default="parquet,seq,local,threads")
+    p.add_argument("--only", help="run only these contenders (comma-separated names, e.g. ahead,cat)")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--latency-ms", type=int, default=20, help="injected each way (toxiproxy)")
     p.add_argument("--object-mb", type=int, default=1024)
@@ -259,6 +260,9 @@ def main() -> None:
 
         contenders = {"parquet": ["ahead", "s3fs", "pyarrow"], "seq": ["ahead", "s3fs", "cat"],
                       "local": ["ahead", "python"], "threads": ["1", "8"]}
+        if args.only:
+            only = set(args.only.split(","))
+            contenders = {case: [w for w in names if w in only] for case, names in contenders.items()}
         cli = ROOT / "target/release/ahead"
         runs = []
         for rnd in range(args.repeat):
@@ -312,11 +316,15 @@ def report(runs, cases, contenders, args) -> None:
         unit = "reads/s" if case == "threads" else "MB/s"
         print(f"| {case} | s (median, min-max) | {unit} | peak RSS MiB (median, max) |\n|---|---|---|---|")
         for who in contenders[case]:
+            if not pick(case, who, "seconds"):
+                continue
             secs, rss, r = pick(case, who, "seconds"), pick(case, who, "maxrss_mib"), rate(case, who)
             rss_cell = f"{med(rss):.0f} ({max(rss):.0f})" if rss else "-"
             print(f"| {who} | {med(secs):.2f} ({min(secs):.2f}-{max(secs):.2f}) | {med(r):.0f} | {rss_cell} |")
         print()
     checks = []
+    if args.only:
+        return
 
     def ratio(case, a, b):
         return med(rate(case, a)) / med(rate(case, b))

@@ -73,3 +73,60 @@ def test_a_parquet_file_round_trips_through_the_engine(tmp_path, s3):
     ds = pytest.importorskip("pyarrow.dataset")
     dataset = ds.dataset(f"{BUCKET}/tables/", filesystem=fs, format="parquet")
     assert dataset.to_table(columns=picked).equals(table.select(picked))
+
+
+def test_a_parquet_footer_names_the_chunks_to_read_ahead(tmp_path):
+    """The footer's index: a read that starts a column chunk asks for the same column's chunks
+    in the later row groups, in order, within the limit, each once."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from ahead._formats import ParquetReadahead
+    rows = 60_000
+    table = pa.table({f"c{i}": pa.array(range(i * rows, (i + 1) * rows)) for i in range(20)})
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path, row_group_size=10_000, compression="none")
+    blob = path.read_bytes()
+    meta = pq.read_metadata(path)
+
+    def start(group, column):
+        c = meta.row_group(group).column(column)
+        return c.dictionary_page_offset if c.has_dictionary_page else c.data_page_offset
+
+    def size(group, column):
+        return meta.row_group(group).column(column).total_compressed_size
+    assert ParquetReadahead.from_tail(blob[:-1]) is None  # no magic: no index
+    index = ParquetReadahead.from_tail(blob[-65536:])
+    assert index is not None
+    later = [(start(g, 7), size(g, 7)) for g in range(1, 6)]
+    assert index.to_ask(start(0, 7), 1 << 30) == later
+    assert index.to_ask(start(0, 7), 1 << 30) == []  # each once
+    assert index.to_ask(start(1, 7), 1 << 30) == []  # read: nothing new to ask
+    limited = index.fresh()
+    assert limited.to_ask(start(2, 3), 2 * size(3, 3)) == [(start(g, 3), size(g, 3)) for g in (3, 4)]
+    assert limited.to_ask(start(3, 3), 2 * size(3, 3)) == [(start(5, 3), size(5, 3))]  # one read, one more
+    assert limited.to_ask(12345, 1 << 30) == []  # not a chunk's start
+
+
+def test_a_parquet_footer_guides_readahead(tmp_path):
+    """Reading 3 of 20 columns through the engine: the later chunks are asked for ahead, the
+    table is the same, and no more is read than without the index. (The file is larger than
+    the engine's budget: one that fits is adaptive's to read whole once its reads land on
+    cached pages.)"""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    rows = 60_000
+    table = pa.table({f"c{i}": pa.array(range(i * rows, (i + 1) * rows)) for i in range(20)})
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path, row_group_size=10_000, compression="none")
+    picked = ["c1", "c7", "c19"]
+    stats = {}
+    for guided in (True, False):
+        engine = ahead.Engine(budget="4m", direct=False)
+        if not guided:
+            engine._format_ahead = 0
+        got = pq.read_table(str(path), columns=picked, filesystem=AheadFileSystem(engine=engine))
+        assert got.equals(table.select(picked))
+        stats[guided] = engine.stats()
+    with_index, without = stats[True], stats[False]
+    assert with_index["ahead_requests"] > 0, with_index
+    assert with_index["pages_read"] <= without["pages_read"] * 1.01 + 8, (with_index, without)

@@ -26,6 +26,7 @@ import threading
 from typing import Any, Dict, Optional, Union
 
 from . import _ahead
+from ._formats import ParquetReadahead
 
 __all__ = ["Engine", "File", "open", "default_engine", "sim", "replay", "policies"]
 
@@ -55,6 +56,10 @@ class Engine:
     ) -> None:
         options = {str(k): _option_text(v) for k, v in (storage_options or {}).items()}
         self._engine = _ahead.Engine(budget, policy, backend, direct, options or None)
+        # What a file may ask for ahead from its format's index (_formats): half the budget;
+        # and the indexes read so far, by name and size.
+        self._format_ahead = self.stats()["budget_bytes"] // 2
+        self._indexes = _Indexes()
 
     def open(self, path: PathLike, mode: str = "rb", buffering: int = -1, encoding: Optional[str] = None,
              errors: Optional[str] = None, newline: Optional[str] = None, *, policy: Optional[str] = None):
@@ -79,7 +84,29 @@ class Engine:
 
     def __repr__(self) -> str:
         stats = self.stats()
-        return f"<ahead.Engine budget={stats['budget_bytes']} policy={stats['policy']!r} backend={stats['backend']!r}>"
+        # The address too, as Python's default repr: fsspec tells filesystems apart by their
+        # arguments' text, and two engines alike are still two caches.
+        return (f"<ahead.Engine at {id(self):#x} budget={stats['budget_bytes']} policy={stats['policy']!r} "
+                f"backend={stats['backend']!r}>")
+
+
+class _Indexes:
+    """Format indexes (Parquet footers) read through an engine's files, by (name, size): the
+    last 64, so a reopen finds what the first open read."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._known: "Dict[Any, ParquetReadahead]" = {}
+
+    def get(self, key):
+        with self._lock:
+            return self._known.get(key)
+
+    def remember(self, key, index: ParquetReadahead) -> None:
+        with self._lock:
+            if len(self._known) >= 64:
+                self._known.pop(next(iter(self._known)))
+            self._known[key] = index
 
 
 def _option_text(value: Any) -> str:
@@ -104,12 +131,35 @@ class File(io.RawIOBase):
     the policy what is coming. ``len(f)`` is the size as opened.
     """
 
-    def __init__(self, raw: "_ahead.RawFile", mode: str = "rb") -> None:
+    def __init__(self, raw: "_ahead.RawFile", mode: str = "rb", ahead_limit: int = 0,
+                 indexes: Optional["_Indexes"] = None) -> None:
         super().__init__()
         self._raw = raw
         self._pos = 0
         self._size = raw.size()
         self.mode = mode
+        # Readahead from the file's own index (a Parquet footer, see _formats), within this
+        # many bytes; 0: none. An index read through an earlier open of the same file is used.
+        self._ahead_limit = ahead_limit
+        self._indexes = indexes
+        known = indexes.get((raw.name, self._size)) if indexes is not None else None
+        self._format: Optional[ParquetReadahead] = known.fresh() if known else None
+
+    def _observe(self, offset: int, data) -> None:
+        """A read of `data` at `offset` happened: learn the footer it held, or ask ahead for
+        what the format says comes next."""
+        if not self._ahead_limit:
+            return
+        if self._format is None:
+            if offset + len(data) >= self._size and len(data) >= 8:
+                self._format = ParquetReadahead.from_tail(bytes(data))
+                if self._format is None:
+                    self._ahead_limit = 0  # not a format with an index: stop looking
+                elif self._indexes is not None:
+                    self._indexes.remember((self.name, self._size), self._format)
+            return
+        for start, length in self._format.to_ask(offset, self._ahead_limit):
+            self._raw.advise("willneed", start, length)
 
     @property
     def name(self) -> str:
@@ -133,6 +183,8 @@ class File(io.RawIOBase):
         if view.format != "B" or view.ndim != 1:
             view = view.cast("B")
         n = self._raw.readinto(view, self._pos)
+        if self._ahead_limit:
+            self._observe(self._pos, view[:n])
         self._pos += n
         return n
 
@@ -141,6 +193,8 @@ class File(io.RawIOBase):
         if size is None or size < 0:
             return self.readall()
         data = self._raw.pread(size, self._pos)
+        if self._ahead_limit:
+            self._observe(self._pos, data)
         self._pos += len(data)
         return data
 
@@ -156,7 +210,10 @@ class File(io.RawIOBase):
         self._checkClosed()
         if n < 0 or offset < 0:
             raise ValueError("pread() takes a length and an offset of 0 or more")
-        return self._raw.pread(n, offset)
+        data = self._raw.pread(n, offset)
+        if self._ahead_limit:
+            self._observe(offset, data)
+        return data
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         self._checkClosed()
@@ -224,7 +281,7 @@ def _open(engine: Engine, path: PathLike, mode: str, buffering: int, encoding, e
     if not isinstance(mode, str) or set(mode) - set("rbt") or "r" not in mode or ("b" in mode and "t" in mode):
         raise ValueError(f"invalid mode {mode!r}: ahead opens files for reading ('rb' or 'r')")
     name = os.fspath(path)
-    raw = File(engine._engine.open(name, policy), "rb")
+    raw = File(engine._engine.open(name, policy), "rb", engine._format_ahead, engine._indexes)
     binary = "b" in mode
     if binary and (encoding is not None or errors is not None or newline is not None):
         raise ValueError("binary mode doesn't take an encoding, errors or newline argument")
