@@ -177,25 +177,28 @@ class File(io.RawIOBase):
         self._checkClosed()
         return False
 
+    # The hot paths: a closed file is the native side's error (ValueError, as Python's);
+    # the format index is looked at only once known, or on the read that reaches the end.
+
     def readinto(self, buffer) -> int:
-        self._checkClosed()
         view = memoryview(buffer)
         if view.format != "B" or view.ndim != 1:
             view = view.cast("B")
-        n = self._raw.readinto(view, self._pos)
-        if self._ahead_limit:
-            self._observe(self._pos, view[:n])
-        self._pos += n
+        pos = self._pos
+        n = self._raw.readinto(view, pos)
+        self._pos = pos + n
+        if self._ahead_limit and (self._format is not None or pos + n >= self._size):
+            self._observe(pos, view[:n])
         return n
 
     def read(self, size: Optional[int] = -1) -> bytes:
-        self._checkClosed()
         if size is None or size < 0:
             return self.readall()
-        data = self._raw.pread(size, self._pos)
-        if self._ahead_limit:
-            self._observe(self._pos, data)
-        self._pos += len(data)
+        pos = self._pos
+        data = self._raw.pread(size, pos)
+        self._pos = pos + len(data)
+        if self._ahead_limit and (self._format is not None or self._pos >= self._size):
+            self._observe(pos, data)
         return data
 
     def readall(self) -> bytes:
