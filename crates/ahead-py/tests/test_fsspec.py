@@ -75,16 +75,21 @@ def test_a_parquet_file_round_trips_through_the_engine(tmp_path, s3):
     assert dataset.to_table(columns=picked).equals(table.select(picked))
 
 
-def test_a_parquet_footer_names_the_chunks_to_read_ahead(tmp_path):
+@pytest.fixture
+def six_row_groups(tmp_path):
+    """A Parquet file of 20 int64 columns in 6 row groups of 10,000 rows, uncompressed, and its
+    table."""
+    import pyarrow.parquet as pq
+    path, table = six_row_groups
+    return path, table
+
+
+def test_a_parquet_footer_names_the_chunks_to_read_ahead(six_row_groups):
     """The footer's index: a read that starts a column chunk asks for the same column's chunks
     in the later row groups, in order, within the limit, each once."""
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow.parquet as pq
     from ahead._formats import ParquetReadahead
-    rows = 60_000
-    table = pa.table({f"c{i}": pa.array(range(i * rows, (i + 1) * rows)) for i in range(20)})
-    path = tmp_path / "t.parquet"
-    pq.write_table(table, path, row_group_size=10_000, compression="none")
+    path, _ = six_row_groups
     blob = path.read_bytes()
     meta = pq.read_metadata(path)
 
@@ -107,17 +112,13 @@ def test_a_parquet_footer_names_the_chunks_to_read_ahead(tmp_path):
     assert limited.to_ask(12345, 1 << 30) == []  # not a chunk's start
 
 
-def test_a_parquet_footer_guides_readahead(tmp_path):
+def test_a_parquet_footer_guides_readahead(six_row_groups):
     """Reading 3 of 20 columns through the engine: the later chunks are asked for ahead, the
     table is the same, and no more is read than without the index. (The file is larger than
     the engine's budget: one that fits is adaptive's to read whole once its reads land on
     cached pages.)"""
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
-    rows = 60_000
-    table = pa.table({f"c{i}": pa.array(range(i * rows, (i + 1) * rows)) for i in range(20)})
-    path = tmp_path / "t.parquet"
-    pq.write_table(table, path, row_group_size=10_000, compression="none")
+    import pyarrow.parquet as pq
+    path, table = six_row_groups
     picked = ["c1", "c7", "c19"]
     stats = {}
     for guided in (True, False):
