@@ -79,8 +79,12 @@ def test_a_parquet_file_round_trips_through_the_engine(tmp_path, s3):
 def six_row_groups(tmp_path):
     """A Parquet file of 20 int64 columns in 6 row groups of 10,000 rows, uncompressed, and its
     table."""
-    import pyarrow.parquet as pq
-    path, table = six_row_groups
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    rows = 60_000
+    table = pa.table({f"c{i}": pa.array(range(i * rows, (i + 1) * rows)) for i in range(20)})
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path, row_group_size=10_000, compression="none")
     return path, table
 
 
