@@ -95,11 +95,17 @@ fn size_arg(value: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
     )))
 }
 
-/// An object or prefix as Python gets it: `(url, size, is_prefix, etag)`.
-type Entry = (String, u64, bool, Option<String>);
+/// An object or prefix as Python gets it: `(url, size, is_prefix, etag, mtime_ns)`.
+type Entry = (String, u64, bool, Option<String>, i64);
 
 fn entry(info: ahead::engine::ObjectInfo) -> Entry {
-    (info.url, info.size, info.is_prefix, info.e_tag)
+    (
+        info.url,
+        info.size,
+        info.is_prefix,
+        info.e_tag,
+        info.last_modified_ns,
+    )
 }
 
 /// An engine: one cache under one memory budget, its backend, and the files opened through it.
@@ -166,13 +172,40 @@ impl PyEngine {
         })
     }
 
+    /// Open the object a stat just described (`url`, `size`, `etag`) without asking the
+    /// store again; its ETag pins the version.
+    fn open_known(
+        &self,
+        py: Python<'_>,
+        url: String,
+        size: u64,
+        etag: Option<String>,
+        mtime_ns: i64,
+    ) -> PyResult<RawFile> {
+        let engine = self.engine.clone();
+        let info = ahead::engine::ObjectInfo {
+            url: url.clone(),
+            size,
+            is_prefix: false,
+            e_tag: etag,
+            last_modified_ns: mtime_ns,
+        };
+        let file = py
+            .detach(|| engine.open_object(&info))
+            .map_err(|e| os_error(e, &url))?;
+        Ok(RawFile {
+            file: RwLock::new(Some(file)),
+            name: url,
+        })
+    }
+
     /// The engine's statistics as JSON (`ahead.Engine.stats` parses it).
     fn stats_json(&self) -> PyResult<String> {
         serde_json::to_string(&self.engine.stats())
             .map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
-    /// `(url, size, is_prefix, etag)` of the object or prefix at `url`.
+    /// `(url, size, is_prefix, etag, mtime_ns)` of the object or prefix at `url`.
     fn stat_object(&self, py: Python<'_>, url: String) -> PyResult<Entry> {
         let engine = self.engine.clone();
         let info = py
@@ -181,7 +214,7 @@ impl PyEngine {
         Ok(entry(info))
     }
 
-    /// `(url, size, is_prefix, etag)` of each object and prefix directly under `url`.
+    /// `(url, size, is_prefix, etag, mtime_ns)` of each object and prefix directly under `url`.
     fn list_objects(&self, py: Python<'_>, url: String) -> PyResult<Vec<Entry>> {
         let engine = self.engine.clone();
         let listed = py

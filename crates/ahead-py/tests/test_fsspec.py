@@ -135,3 +135,19 @@ def test_a_parquet_footer_guides_readahead(six_row_groups):
     with_index, without = stats[True], stats[False]
     assert with_index["ahead_requests"] > 0, with_index
     assert with_index["pages_read"] <= without["pages_read"] * 1.01 + 8, (with_index, without)
+
+
+def test_an_open_after_a_stat_is_pinned_to_what_the_stat_saw(s3):
+    """pyarrow asks `info`, then opens: the open reuses the stat (no second round trip), and an
+    object changed in between is an error on read, never the other version's bytes."""
+    fs = AheadFileSystem(target_protocol="s3", **s3.s3fs_options)
+    s3.put("pin/obj.bin", b"a" * 100_000)
+    key = f"{BUCKET}/pin/obj.bin"
+    assert fs.info(key)["size"] == 100_000
+    s3.put("pin/obj.bin", b"b" * 200_000)
+    with fs.open(key, "rb") as f:
+        with pytest.raises(OSError) as changed:
+            f.read()
+    assert "changed" in str(changed.value)
+    fs.invalidate_cache(key)  # fsspec's way to see a change: the next open asks again
+    assert fs.cat_file(key) == b"b" * 200_000

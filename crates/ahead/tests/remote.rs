@@ -319,6 +319,21 @@ fn objects_and_prefixes_are_stated_and_listed_one_level_deep() {
         .unwrap();
     assert_eq!((a.size, a.is_prefix), (10, false));
     assert!(a.e_tag.is_some());
+    // Opened from the stat, without a HEAD of its own; pinned to what the stat saw.
+    let mut buf = [0u8; 16];
+    let file = engine.open_object(&a).unwrap();
+    assert_eq!(file.read_at(&mut buf, 0).unwrap(), 10);
+    assert_eq!(buf[..10], [1; 10]);
+    // Changed since the stat: an engine with nothing cached of it reads nothing of the new
+    // version through the old stat (this engine would serve the stat's version it holds).
+    put(&gw.url(), "ls/a.bin", &[3; 10]);
+    let other = s3_engine(&gw.url(), "adaptive", 8 << 20, &[]);
+    let err = other
+        .open_object(&a)
+        .unwrap()
+        .read_at(&mut buf, 0)
+        .unwrap_err();
+    assert!(err.to_string().contains("changed"), "{err}");
     let dir = engine.stat_object(&format!("s3://{BUCKET}/ls")).unwrap();
     assert_eq!(
         (dir.url.as_str(), dir.is_prefix),

@@ -69,6 +69,12 @@ class Engine:
         picks another readahead policy for this file."""
         return _open(self, path, mode, buffering, encoding, errors, newline, policy)
 
+    def _open_known(self, info: Dict[str, Any]) -> "File":
+        """The raw file of the object ``info`` (from :meth:`info`) describes, opened without
+        asking the store again (its ETag, or its size and mtime, pin the version)."""
+        raw = self._engine.open_known(info["name"], info["size"], info.get("ETag"), info.get("mtime_ns", 0))
+        return File(raw, "rb", self._format_ahead, self._indexes)
+
     def stats(self) -> Dict[str, Any]:
         """What the engine has done so far: the Rust ``Stats``'s fields, by the same names."""
         return json.loads(self._engine.stats_json())
@@ -116,10 +122,13 @@ def _option_text(value: Any) -> str:
 
 
 def _info_of(entry) -> Dict[str, Any]:
-    url, size, is_prefix, etag = entry
+    url, size, is_prefix, etag, mtime_ns = entry
     info: Dict[str, Any] = {"name": url, "size": size, "type": "directory" if is_prefix else "file"}
     if etag is not None:
         info["ETag"] = etag
+    if not is_prefix:
+        info["mtime"] = mtime_ns / 1e9
+        info["mtime_ns"] = mtime_ns
     return info
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import stat as stat_module
+import time
 from typing import Any, Dict, Optional
 
 try:  # fsspec 2025.3 and later mark chaining filesystems with this class
@@ -38,6 +39,9 @@ _IGNORED = {
     "cache_regions", "use_ssl", "config_kwargs", "s3_additional_kwargs", "session",
     "version_aware", "fixed_upload_size", "max_concurrency",
 }
+# How long a remote object's stat is reused (an open after it pins the version by ETag, so a
+# change after that is an error on read, never mixed data).
+STAT_SECONDS = 5.0
 # s3fs's names for object_store's.
 _RENAMED = {"key": "access_key_id", "secret": "secret_access_key", "token": "token",
             "endpoint_url": "endpoint", "region_name": "region", "region": "region"}
@@ -92,6 +96,9 @@ class AheadFileSystem(_Base):
         if engine is None and (budget is not None or policy is not None or backend is not None or store):
             engine = Engine(budget=budget, policy=policy, backend=backend, storage_options=store)
         self.engine = engine or default_engine()
+        # Objects stated in the last STAT_SECONDS, by URL: (when, info). pyarrow asks `info`
+        # two or three times and opens twice per file read; each was a round trip.
+        self._stats: Dict[str, Any] = {}
 
     # -- names ------------------------------------------------------------------------------
 
@@ -128,7 +135,12 @@ class AheadFileSystem(_Base):
     def _open(self, path, mode="rb", block_size=None, autocommit=True, cache_options=None, **kwargs):
         if mode != "rb":
             raise NotImplementedError(f"ahead is read-only: cannot open {path!r} with mode {mode!r}")
-        return self.engine.open(self._url(path), "rb", buffering=0)
+        url = self._url(path)
+        known = self._stats.get(url)
+        if known is not None and time.monotonic() - known[0] < STAT_SECONDS and known[1]["type"] == "file":
+            # Just stated (pyarrow asks `info`, then opens): no second round trip.
+            return self.engine._open_known(known[1])
+        return self.engine.open(url, "rb", buffering=0)
 
     def cat_file(self, path, start=None, end=None, **kwargs):
         with self._open(path) as f:
@@ -144,9 +156,13 @@ class AheadFileSystem(_Base):
     def info(self, path, **kwargs):
         url = self._url(path)
         if self._remote(url):
-            info = self.engine.info(url)
-            info["name"] = self._name(info["name"])
-            return info
+            known = self._stats.get(url)
+            if known is None or time.monotonic() - known[0] >= STAT_SECONDS:
+                known = (time.monotonic(), self.engine.info(url))
+                if len(self._stats) >= 1024:
+                    self._stats.clear()
+                self._stats[url] = known
+            return dict(known[1], name=self._name(known[1]["name"]))
         st = os.stat(url)
         kind = "directory" if stat_module.S_ISDIR(st.st_mode) else "file"
         return {"name": url, "size": st.st_size if kind == "file" else 0, "type": kind, "mtime": st.st_mtime}
@@ -173,6 +189,15 @@ class AheadFileSystem(_Base):
         else:
             entries = [self.info(url)]
         return entries if detail else [e["name"] for e in entries]
+
+    def invalidate_cache(self, path=None):
+        """Forget the stats kept for `path` (every path if None), as fsspec's listings caches
+        do: the next open asks the store again."""
+        if path is None:
+            self._stats.clear()
+        else:
+            self._stats.pop(self._url(path), None)
+        super().invalidate_cache(path)
 
     def ukey(self, path):
         info = self.info(path)

@@ -269,6 +269,29 @@ impl Engine {
         source::remote::list(Path::new(url), &self.inner.config.remote_options.0)
     }
 
+    /// Open the object `info` describes, as [`Engine::stat_object`] or
+    /// [`Engine::list_objects`] gave it, without asking the store again: its ETag pins the
+    /// version (a change since fails the first read). A filesystem layer that has just made
+    /// a stat (fsspec's `info` before `open`) saves a round trip per open.
+    ///
+    /// # Errors
+    /// As [`Engine::open`]; `IsADirectory` for a prefix.
+    #[cfg(feature = "remote")]
+    pub fn open_object(&self, info: &ObjectInfo) -> io::Result<File> {
+        let inner = &self.inner;
+        let opened = source::remote::open_known(
+            info,
+            &source::OpenSettings {
+                direct: inner.config.direct,
+                leases: inner.config.leases,
+                remote_options: &inner.config.remote_options.0,
+            },
+        )?;
+        let make = policy::maker(&inner.config.policy)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        self.open_source(opened, make)
+    }
+
     /// Open a source already opened by its kind (see `source`): share the pages of an open of
     /// the same version, or give it a page table of its own; then give it a policy.
     fn open_source(

@@ -222,6 +222,8 @@ pub struct ObjectInfo {
     pub is_prefix: bool,
     /// The object's ETag, where the store gives one.
     pub e_tag: Option<String>,
+    /// When the object was last modified, in ns since the epoch (0 for a prefix).
+    pub last_modified_ns: i64,
 }
 
 /// The object at `name` (a HEAD), or, for an S3 URL with no object but objects under it as
@@ -238,6 +240,7 @@ pub(crate) fn stat(name: &Path, remote_options: &[(String, String)]) -> io::Resu
                     size: meta.size,
                     is_prefix: false,
                     e_tag: meta.e_tag,
+                    last_modified_ns: meta.last_modified.timestamp_nanos_opt().unwrap_or(0),
                 })
             }
             Err(object_store::Error::NotFound { .. }) if text.starts_with("s3://") => {}
@@ -257,6 +260,7 @@ pub(crate) fn stat(name: &Path, remote_options: &[(String, String)]) -> io::Resu
             size: 0,
             is_prefix: true,
             e_tag: None,
+            last_modified_ns: 0,
         });
     }
     Err(io::Error::new(
@@ -294,12 +298,14 @@ pub(crate) fn list(
             size: 0,
             is_prefix: true,
             e_tag: None,
+            last_modified_ns: 0,
         })
         .chain(listed.objects.into_iter().map(|o| ObjectInfo {
             url: format!("s3://{bucket}/{}", o.location),
             size: o.size,
             is_prefix: false,
             e_tag: o.e_tag,
+            last_modified_ns: o.last_modified.timestamp_nanos_opt().unwrap_or(0),
         }))
         .collect();
     out.sort_by(|a, b| a.url.cmp(&b.url));
@@ -338,6 +344,43 @@ fn shared_store(
     }
     stores.push((key, store.clone()));
     Ok(store)
+}
+
+/// Open the object `info` describes (a stat or a listing the caller has just made) without
+/// a HEAD of its own: its size and ETag pin the version, and the first GET's `If-Match`
+/// fails if the object changed since (without an ETag, as [`open_object`] pins it: by size
+/// and Last-Modified).
+pub(crate) fn open_known(info: &ObjectInfo, settings: &OpenSettings) -> io::Result<Opened> {
+    let name = Path::new(&info.url);
+    if info.is_prefix {
+        return Err(io::Error::new(
+            io::ErrorKind::IsADirectory,
+            format!("{}: a prefix, not an object", name.display()),
+        ));
+    }
+    let (store, location) = store_and_location(name, settings.remote_options, false)?;
+    let (version, notes) = match &info.e_tag {
+        Some(tag) => (fingerprint(tag.as_bytes()), Vec::new()),
+        None => (
+            info.last_modified_ns as i128,
+            vec!["no ETag: a change is told by size and Last-Modified only".to_string()],
+        ),
+    };
+    Ok(Opened {
+        identity: Identity {
+            object: ObjectKey::Url(info.url.clone()),
+            size: info.size,
+            version,
+        },
+        source: Box::new(RemoteSource {
+            name: name.to_path_buf(),
+            store,
+            location,
+            size: info.size,
+            e_tag: info.e_tag.clone(),
+        }),
+        notes,
+    })
 }
 
 /// Open `location` in `store` as `name`: one HEAD for its size and version.
