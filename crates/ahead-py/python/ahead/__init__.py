@@ -223,7 +223,7 @@ class File(io.RawIOBase):
         if n < 0 or offset < 0:
             raise ValueError("pread() takes a length and an offset of 0 or more")
         data = self._raw.pread(n, offset)
-        if self._ahead_limit:
+        if self._ahead_limit and (self._format is not None or offset + len(data) >= self._size):
             self._observe(offset, data)
         return data
 
