@@ -72,7 +72,10 @@ class Engine:
     def _open_known(self, info: Dict[str, Any]) -> "File":
         """The raw file of the object ``info`` (from :meth:`info`) describes, opened without
         asking the store again (its ETag, or its size and mtime, pin the version)."""
-        raw = self._engine.open_known(info["name"], info["size"], info.get("ETag"), info.get("mtime_ns", 0))
+        return self._file(self._engine.open_known(info["name"], info["size"], info.get("ETag"), info.get("mtime_ns", 0)))
+
+    def _file(self, raw: "_ahead.RawFile") -> "File":
+        """`raw` as this engine's :class:`File` (its format readahead included)."""
         return File(raw, "rb", self._format_ahead, self._indexes)
 
     def stats(self) -> Dict[str, Any]:
@@ -155,17 +158,17 @@ class File(io.RawIOBase):
         self._format: Optional[ParquetReadahead] = known.fresh() if known else None
 
     def _observe(self, offset: int, data) -> None:
-        """A read of `data` at `offset` happened: learn the footer it held, or ask ahead for
-        what the format says comes next."""
-        if not self._ahead_limit:
-            return
+        """A read of `data` at `offset` happened (the reads call this only while looking for
+        an index, once the index is known or on the read that reaches the end): learn the
+        footer it held, or ask ahead for what the format says comes next."""
         if self._format is None:
-            if offset + len(data) >= self._size and len(data) >= 8:
-                self._format = ParquetReadahead.from_tail(bytes(data))
-                if self._format is None:
-                    self._ahead_limit = 0  # not a format with an index: stop looking
-                elif self._indexes is not None:
-                    self._indexes.remember((self.name, self._size), self._format)
+            if len(data) < 8:
+                return  # too little of the tail to tell
+            self._format = ParquetReadahead.from_tail(bytes(data))
+            if self._format is None:
+                self._ahead_limit = 0  # not a format with an index: stop looking
+            elif self._indexes is not None:
+                self._indexes.remember((self.name, self._size), self._format)
             return
         for start, length in self._format.to_ask(offset, self._ahead_limit):
             self._raw.advise("willneed", start, length)
@@ -293,7 +296,7 @@ def _open(engine: Engine, path: PathLike, mode: str, buffering: int, encoding, e
     if not isinstance(mode, str) or set(mode) - set("rbt") or "r" not in mode or ("b" in mode and "t" in mode):
         raise ValueError(f"invalid mode {mode!r}: ahead opens files for reading ('rb' or 'r')")
     name = os.fspath(path)
-    raw = File(engine._engine.open(name, policy), "rb", engine._format_ahead, engine._indexes)
+    raw = engine._file(engine._engine.open(name, policy))
     binary = "b" in mode
     if binary and (encoding is not None or errors is not None or newline is not None):
         raise ValueError("binary mode doesn't take an encoding, errors or newline argument")

@@ -47,8 +47,9 @@ _RENAMED = {"key": "access_key_id", "secret": "secret_access_key", "token": "tok
             "endpoint_url": "endpoint", "region_name": "region", "region": "region"}
 
 
-def _store_options(options: Dict[str, Any]) -> Dict[str, str]:
-    out: Dict[str, str] = {}
+def _store_options(options: Dict[str, Any]) -> Dict[str, Any]:
+    """The options by object_store's names (values as given: the Engine makes them text)."""
+    out: Dict[str, Any] = {}
     for name, value in options.items():
         if value is None or name in _IGNORED:
             continue
@@ -56,11 +57,9 @@ def _store_options(options: Dict[str, Any]) -> Dict[str, str]:
             out.update(_store_options(dict(value)))
         elif name == "anon":
             if value:
-                out["skip_signature"] = "true"
-        elif name in _RENAMED:
-            out[_RENAMED[name]] = str(value)
+                out["skip_signature"] = True
         else:
-            out[name] = value if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
+            out[_RENAMED.get(name, name)] = value
     return out
 
 
@@ -172,11 +171,12 @@ class AheadFileSystem(_Base):
         if url.startswith(("http://", "https://")):
             entries = [self.info(path)]
         elif self._remote(url):
-            info = self.engine.info(url)
+            info = self.info(path)  # the stat kept for an open, or one made now and kept
             if info["type"] == "file":
-                entries = [dict(info, name=self._name(info["name"]))]
+                entries = [info]
             else:
-                entries = [dict(e, name=self._name(e["name"])) for e in self.engine.ls(info["name"])]
+                listed = self.engine.ls(url.rstrip("/") + "/")
+                entries = [dict(e, name=self._name(e["name"])) for e in listed]
         elif os.path.isdir(url):
             entries = []
             with os.scandir(url) as it:

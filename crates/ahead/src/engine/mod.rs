@@ -234,16 +234,7 @@ impl Engine {
         path: impl AsRef<Path>,
         make: impl FnOnce(PolicyConfig) -> Box<dyn Policy>,
     ) -> io::Result<File> {
-        let path = path.as_ref();
-        let inner = &self.inner;
-        let opened = source::open(
-            path,
-            &source::OpenSettings {
-                direct: inner.config.direct,
-                leases: inner.config.leases,
-                remote_options: &inner.config.remote_options.0,
-            },
-        )?;
+        let opened = source::open(path.as_ref(), &self.open_settings())?;
         self.open_source(opened, make)
     }
 
@@ -278,18 +269,20 @@ impl Engine {
     /// As [`Engine::open`]; `IsADirectory` for a prefix.
     #[cfg(feature = "remote")]
     pub fn open_object(&self, info: &ObjectInfo) -> io::Result<File> {
-        let inner = &self.inner;
-        let opened = source::remote::open_known(
-            info,
-            &source::OpenSettings {
-                direct: inner.config.direct,
-                leases: inner.config.leases,
-                remote_options: &inner.config.remote_options.0,
-            },
-        )?;
-        let make = policy::maker(&inner.config.policy)
+        let opened = source::remote::open_known(info, &self.open_settings())?;
+        let make = policy::maker(&self.inner.config.policy)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         self.open_source(opened, make)
+    }
+
+    /// The engine's settings a source is opened with.
+    fn open_settings(&self) -> source::OpenSettings<'_> {
+        let config = &self.inner.config;
+        source::OpenSettings {
+            direct: config.direct,
+            leases: config.leases,
+            remote_options: &config.remote_options.0,
+        }
     }
 
     /// Open a source already opened by its kind (see `source`): share the pages of an open of

@@ -47,7 +47,7 @@ use std::time::Duration;
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as ObjectPath;
 use object_store::{
-    BackoffConfig, ClientConfigKey, ClientOptions, GetOptions, GetRange, ObjectStore,
+    BackoffConfig, ClientConfigKey, ClientOptions, GetOptions, GetRange, ObjectMeta, ObjectStore,
     ObjectStoreExt, RetryConfig,
 };
 
@@ -226,6 +226,30 @@ pub struct ObjectInfo {
     pub last_modified_ns: i64,
 }
 
+impl ObjectInfo {
+    /// An object at `url`, as the store's metadata describes it.
+    fn object(url: String, meta: &ObjectMeta) -> ObjectInfo {
+        ObjectInfo {
+            url,
+            size: meta.size,
+            is_prefix: false,
+            e_tag: meta.e_tag.clone(),
+            last_modified_ns: meta.last_modified.timestamp_nanos_opt().unwrap_or(0),
+        }
+    }
+
+    /// A prefix at `url` (ending with `/`).
+    fn prefix(url: String) -> ObjectInfo {
+        ObjectInfo {
+            url,
+            size: 0,
+            is_prefix: true,
+            e_tag: None,
+            last_modified_ns: 0,
+        }
+    }
+}
+
 /// The object at `name` (a HEAD), or, for an S3 URL with no object but objects under it as
 /// under a directory, that prefix.
 pub(crate) fn stat(name: &Path, remote_options: &[(String, String)]) -> io::Result<ObjectInfo> {
@@ -234,15 +258,7 @@ pub(crate) fn stat(name: &Path, remote_options: &[(String, String)]) -> io::Resu
     let runtime = runtime()?;
     if !text.ends_with('/') && !location.as_ref().is_empty() {
         match runtime.block_on(store.head(&location)) {
-            Ok(meta) => {
-                return Ok(ObjectInfo {
-                    url: text.to_string(),
-                    size: meta.size,
-                    is_prefix: false,
-                    e_tag: meta.e_tag,
-                    last_modified_ns: meta.last_modified.timestamp_nanos_opt().unwrap_or(0),
-                })
-            }
+            Ok(meta) => return Ok(ObjectInfo::object(text.to_string(), &meta)),
             Err(object_store::Error::NotFound { .. }) if text.starts_with("s3://") => {}
             Err(e) => return Err(store_error(name, "cannot stat it", e)),
         }
@@ -255,13 +271,10 @@ pub(crate) fn stat(name: &Path, remote_options: &[(String, String)]) -> io::Resu
         || !listed.objects.is_empty()
         || !listed.common_prefixes.is_empty()
     {
-        return Ok(ObjectInfo {
-            url: format!("{}/", text.trim_end_matches('/')),
-            size: 0,
-            is_prefix: true,
-            e_tag: None,
-            last_modified_ns: 0,
-        });
+        return Ok(ObjectInfo::prefix(format!(
+            "{}/",
+            text.trim_end_matches('/')
+        )));
     }
     Err(io::Error::new(
         io::ErrorKind::NotFound,
@@ -293,20 +306,13 @@ pub(crate) fn list(
     let mut out: Vec<ObjectInfo> = listed
         .common_prefixes
         .iter()
-        .map(|p| ObjectInfo {
-            url: format!("s3://{bucket}/{p}/"),
-            size: 0,
-            is_prefix: true,
-            e_tag: None,
-            last_modified_ns: 0,
-        })
-        .chain(listed.objects.into_iter().map(|o| ObjectInfo {
-            url: format!("s3://{bucket}/{}", o.location),
-            size: o.size,
-            is_prefix: false,
-            e_tag: o.e_tag,
-            last_modified_ns: o.last_modified.timestamp_nanos_opt().unwrap_or(0),
-        }))
+        .map(|p| ObjectInfo::prefix(format!("s3://{bucket}/{p}/")))
+        .chain(
+            listed
+                .objects
+                .iter()
+                .map(|o| ObjectInfo::object(format!("s3://{bucket}/{}", o.location), o)),
+        )
         .collect();
     out.sort_by(|a, b| a.url.cmp(&b.url));
     Ok(out)
@@ -347,9 +353,7 @@ fn shared_store(
 }
 
 /// Open the object `info` describes (a stat or a listing the caller has just made) without
-/// a HEAD of its own: its size and ETag pin the version, and the first GET's `If-Match`
-/// fails if the object changed since (without an ETag, as [`open_object`] pins it: by size
-/// and Last-Modified).
+/// a HEAD of its own (see [`opened`]).
 pub(crate) fn open_known(info: &ObjectInfo, settings: &OpenSettings) -> io::Result<Opened> {
     let name = Path::new(&info.url);
     if info.is_prefix {
@@ -359,28 +363,7 @@ pub(crate) fn open_known(info: &ObjectInfo, settings: &OpenSettings) -> io::Resu
         ));
     }
     let (store, location) = store_and_location(name, settings.remote_options, false)?;
-    let (version, notes) = match &info.e_tag {
-        Some(tag) => (fingerprint(tag.as_bytes()), Vec::new()),
-        None => (
-            info.last_modified_ns as i128,
-            vec!["no ETag: a change is told by size and Last-Modified only".to_string()],
-        ),
-    };
-    Ok(Opened {
-        identity: Identity {
-            object: ObjectKey::Url(info.url.clone()),
-            size: info.size,
-            version,
-        },
-        source: Box::new(RemoteSource {
-            name: name.to_path_buf(),
-            store,
-            location,
-            size: info.size,
-            e_tag: info.e_tag.clone(),
-        }),
-        notes,
-    })
+    Ok(opened(info, store, location))
 }
 
 /// Open `location` in `store` as `name`: one HEAD for its size and version.
@@ -392,29 +375,36 @@ pub(crate) fn open_object(
     let meta = runtime()?
         .block_on(store.head(&location))
         .map_err(|e| store_error(&name, "cannot open it", e))?;
-    let mut notes = Vec::new();
-    let version = match &meta.e_tag {
-        Some(tag) => fingerprint(tag.as_bytes()),
-        None => {
-            notes.push("no ETag: a change is told by size and Last-Modified only".to_string());
-            meta.last_modified.timestamp_nanos_opt().unwrap_or(0) as i128
-        }
+    let info = ObjectInfo::object(name.to_string_lossy().into_owned(), &meta);
+    Ok(opened(&info, store, location))
+}
+
+/// The object `info` describes, pinned to that version: its size and ETag (a GET's
+/// `If-Match` fails if the object changed since), or, where the store gives no ETag, its size
+/// and Last-Modified.
+fn opened(info: &ObjectInfo, store: Arc<dyn ObjectStore>, location: ObjectPath) -> Opened {
+    let (version, notes) = match &info.e_tag {
+        Some(tag) => (fingerprint(tag.as_bytes()), Vec::new()),
+        None => (
+            info.last_modified_ns as i128,
+            vec!["no ETag: a change is told by size and Last-Modified only".to_string()],
+        ),
     };
-    Ok(Opened {
+    Opened {
         identity: Identity {
-            object: ObjectKey::Url(name.to_string_lossy().into_owned()),
-            size: meta.size,
+            object: ObjectKey::Url(info.url.clone()),
+            size: info.size,
             version,
         },
         source: Box::new(RemoteSource {
-            name,
+            name: PathBuf::from(&info.url),
             store,
             location,
-            size: meta.size,
-            e_tag: meta.e_tag,
+            size: info.size,
+            e_tag: info.e_tag.clone(),
         }),
         notes,
-    })
+    }
 }
 
 /// A version number from an ETag (FNV-1a: stable across runs, unlike the std hasher).
