@@ -302,14 +302,16 @@ impl EngineBuilder {
             None => backend,
         };
         let log = self.record_requests.then(|| Mutex::new(Vec::new()));
+        let half_cache = (core.cache.slots() as u64 / 2).max(1);
         Ok(Engine {
             inner: Arc::new(EngineParts {
                 core,
                 backend,
                 config: self,
                 files: Mutex::new(OpenFiles::default()),
-                shares: Mutex::new(policy::BudgetShares::default()),
-                budget_pages: AtomicU64::new(1),
+                shares: Mutex::new(Default::default()),
+                budget_pages: AtomicU64::new(half_cache),
+                next_sweep_ms: AtomicU64::new(0),
                 fallbacks: Mutex::new(fallbacks),
                 started: Instant::now(),
                 log,

@@ -54,6 +54,7 @@
 use std::io;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
@@ -301,12 +302,47 @@ impl Clock {
     }
 }
 
-/// A lock for changes to a group of pages, and the readers waiting for pages of it. Waking is
-/// a system call, so it is made only when someone waits.
+/// A lock for changes to a group of pages, and the readers waiting for pages of it: threads
+/// on the condition variable, async tasks by their wakers. Waking is a system call, so it is
+/// made only when someone waits.
 struct Shard {
     lock: Mutex<()>,
     changed: Condvar,
     waiters: AtomicUsize,
+    tasks: Wakers,
+}
+
+/// Async tasks waiting for something (a page of a shard, a free slot), woken all at once when
+/// it may have happened. A task registers before it looks again, so a change after its look
+/// finds it registered; a task dropped meanwhile is woken for nothing, once.
+#[derive(Default)]
+pub(crate) struct Wakers {
+    count: AtomicUsize,
+    list: Mutex<Vec<Waker>>,
+}
+
+impl Wakers {
+    fn register(&self, w: &Waker) {
+        let mut list = self.list.lock().unwrap_or_else(|p| p.into_inner());
+        if !list.iter().any(|x| x.will_wake(w)) {
+            list.push(w.clone());
+            self.count.store(list.len(), Ordering::Release);
+        }
+    }
+
+    fn wake_all(&self) {
+        if self.count.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let woken = {
+            let mut list = self.list.lock().unwrap_or_else(|p| p.into_inner());
+            self.count.store(0, Ordering::Release);
+            std::mem::take(&mut *list)
+        };
+        for w in woken {
+            w.wake();
+        }
+    }
 }
 
 /// Counters the cache keeps as it evicts.
@@ -329,6 +365,8 @@ pub(crate) struct Cache {
     /// Signalled when an I/O completes or pages are dropped, for allocators that found no slot.
     slot_freed: Condvar,
     alloc_waiters: AtomicUsize,
+    /// Async tasks waiting for a free slot.
+    slot_tasks: Wakers,
     slot_state: Box<[AtomicU8]>,
     /// Free slots below the frontier: while there are any, the frontier does not move.
     free_below_frontier: AtomicUsize,
@@ -347,21 +385,42 @@ pub(crate) struct Cache {
 /// `n` atomics, all zero, in memory the system gives untouched (a large zeroed allocation is a
 /// fresh mapping): pages of it are faulted in only as they are written.
 fn zeroed_atomics<T: ZeroIsValid>(n: usize) -> Box<[T]> {
-    let b = Box::<[T]>::new_zeroed_slice(n);
-    // SAFETY: `ZeroIsValid` is implemented only for types whose all-zero bytes are a value.
-    unsafe { b.assume_init() }
+    let layout = std::alloc::Layout::array::<T>(n).expect("a slot count the arena already holds");
+    if layout.size() == 0 {
+        return (0..n).map(|_| T::ZERO).collect();
+    }
+    // SAFETY: a layout of non-zero size; the result is checked. (`Box::new_zeroed_slice` does
+    // this from Rust 1.92; the crate builds with 1.89.)
+    let p = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<T>();
+    if p.is_null() {
+        std::alloc::handle_alloc_error(layout);
+    }
+    // SAFETY: `n` zeroed `T`s, allocated with the global allocator in the layout `Box<[T]>`
+    // frees with; `ZeroIsValid` is implemented only for types whose all-zero bytes are a value.
+    unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)) }
 }
 
 /// Types for which all-zero bytes are a valid value.
 ///
 /// # Safety
 /// Implement only for such types.
-unsafe trait ZeroIsValid {}
+unsafe trait ZeroIsValid {
+    /// The all-zero value.
+    const ZERO: Self;
+}
 // SAFETY: the atomics of integers and bools have the layout of the integer (bool): zero is 0
 // (false).
-unsafe impl ZeroIsValid for AtomicU8 {}
-unsafe impl ZeroIsValid for AtomicU64 {}
-unsafe impl ZeroIsValid for AtomicBool {}
+unsafe impl ZeroIsValid for AtomicU8 {
+    const ZERO: Self = AtomicU8::new(0);
+}
+// SAFETY: as above.
+unsafe impl ZeroIsValid for AtomicU64 {
+    const ZERO: Self = AtomicU64::new(0);
+}
+// SAFETY: as above.
+unsafe impl ZeroIsValid for AtomicBool {
+    const ZERO: Self = AtomicBool::new(false);
+}
 
 fn pack(key: Key) -> u64 {
     ((key.0 as u64) << 40) | (key.1 & ((1 << 40) - 1))
@@ -394,6 +453,7 @@ impl Cache {
                     lock: Mutex::new(()),
                     changed: Condvar::new(),
                     waiters: AtomicUsize::new(0),
+                    tasks: Wakers::default(),
                 })
                 .collect(),
             tables: RwLock::new(FxHashMap::default()),
@@ -406,6 +466,7 @@ impl Cache {
             }),
             slot_freed: Condvar::new(),
             alloc_waiters: AtomicUsize::new(0),
+            slot_tasks: Wakers::default(),
             // Zeroed allocations: the system hands these out untouched, so the per-slot state
             // of slots never used costs no memory either (`SLOT_FREE`, owner 0 and a clear bit
             // are all zero).
@@ -461,6 +522,7 @@ impl Cache {
         if sh.waiters.load(Ordering::Acquire) > 0 {
             sh.changed.notify_all();
         }
+        sh.tasks.wake_all();
     }
 
     /// Tell allocators waiting for a slot that some may be free.
@@ -468,6 +530,13 @@ impl Cache {
         if self.alloc_waiters.load(Ordering::Acquire) > 0 {
             self.slot_freed.notify_all();
         }
+        self.slot_tasks.wake_all();
+    }
+
+    /// Wake the task of `waker` when slots may have been freed: an async reader that found no
+    /// room registers before it tries again.
+    pub fn wake_when_slots_free(&self, waker: &Waker) {
+        self.slot_tasks.register(waker);
     }
 
     /// Whether `page` is ready or in flight.
@@ -787,6 +856,81 @@ impl Cache {
                 }
                 _ => return Lookup::Absent,
             }
+        }
+    }
+
+    /// [`Cache::read_page`] for an async reader: a page in flight is not waited for; the task
+    /// of `waker` is registered with its shard (under the lock its completion takes, so the
+    /// completion cannot slip between the look and the registration) and `Pending` returned.
+    pub fn poll_page(
+        &self,
+        t: &PageTable,
+        page: u64,
+        from: usize,
+        dst: &mut [u8],
+        waker: &Waker,
+    ) -> Poll<Lookup> {
+        let Some(w) = t.get(page) else {
+            return Poll::Ready(Lookup::Absent);
+        };
+        loop {
+            if let Some(l) = self.try_copy(w, from, dst) {
+                return Poll::Ready(l);
+            }
+            let shard = shard_of(t.id, page);
+            let g = self.lock(shard);
+            match word::state(w.load(Ordering::Acquire)) {
+                word::READY => continue, // evicted and read again during the copy: look again
+                word::IN_FLIGHT => {
+                    self.shards[shard].tasks.register(waker);
+                    drop(g);
+                    return Poll::Pending;
+                }
+                word::FAILED => {
+                    drop(g);
+                    return Poll::Ready(self.failure_of(t, page));
+                }
+                _ => return Poll::Ready(Lookup::Absent),
+            }
+        }
+    }
+
+    /// Whether `page` has settled (ready, failed or absent: not in flight), registering the
+    /// task of `waker` with its shard if not. For a prefetch that waits without copying.
+    pub fn poll_settled(&self, t: &PageTable, page: u64, waker: &Waker) -> Poll<Lookup> {
+        let Some(w) = t.get(page) else {
+            return Poll::Ready(Lookup::Absent);
+        };
+        if word::state(w.load(Ordering::Acquire)) == word::READY {
+            return Poll::Ready(Lookup::Copied { n: 0, whole: true });
+        }
+        let shard = shard_of(t.id, page);
+        let g = self.lock(shard);
+        match word::state(w.load(Ordering::Acquire)) {
+            word::READY => Poll::Ready(Lookup::Copied { n: 0, whole: true }),
+            word::IN_FLIGHT => {
+                self.shards[shard].tasks.register(waker);
+                Poll::Pending
+            }
+            word::FAILED => {
+                drop(g);
+                Poll::Ready(self.failure_of(t, page))
+            }
+            _ => Poll::Ready(Lookup::Absent),
+        }
+    }
+
+    /// The kept failure of a failed page (absent if it was dropped meanwhile).
+    fn failure_of(&self, t: &PageTable, page: u64) -> Lookup {
+        let f = self
+            .failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(t.id, page))
+            .cloned();
+        match f {
+            Some(f) => Lookup::Failed(f),
+            None => Lookup::Absent,
         }
     }
 

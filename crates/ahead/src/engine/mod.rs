@@ -46,11 +46,14 @@
 //! their identity, holds their leases) and `backend` (one file per I/O backend); this file
 //! holds the engine itself: its parts, and opening files through it.
 
+mod activity;
 mod backend;
+mod batch;
 mod builder;
 mod cache;
 mod meter;
 mod open_many;
+mod options;
 mod reader;
 mod requests;
 mod source;
@@ -87,8 +90,12 @@ pub use source::remote::ObjectInfo;
 pub fn backend_names() -> impl Iterator<Item = &'static str> {
     backend::BACKENDS.iter().map(|b| b.name)
 }
+pub use activity::IDLE_AFTER_MS;
+pub use batch::{Block, NextRange, Prefetch, Range, ReadAt, ReadMany, ReadStream};
 use meter::{DeviceKey, DeviceMeter, Meters};
 pub use open_many::{OpenMany, OPENS_AHEAD, OPENS_AT_ONCE};
+pub use options::OpenOptions;
+use options::PolicyChoice;
 pub use reader::File;
 use reader::PolicyState;
 use requests::CacheAndMeter;
@@ -164,10 +171,12 @@ struct EngineParts {
     backend: Box<dyn Backend>,
     config: EngineBuilder,
     files: Mutex<OpenFiles>,
-    /// The open handles' file sizes, which share the readahead budget, and each one's budget
-    /// in pages (kept here so a read need not take the lock).
-    shares: Mutex<policy::BudgetShares>,
+    /// The active handles (see `activity`), which share the readahead budget, and each
+    /// one's budget in pages (kept here so a read need not take the lock).
+    shares: Mutex<activity::ActiveShares>,
     budget_pages: AtomicU64,
+    /// When the next sweep for idle handles is due, in ms of the coarse clock.
+    next_sweep_ms: AtomicU64,
     fallbacks: Mutex<Vec<String>>,
     started: Instant,
     log: Option<Mutex<Vec<RequestRecord>>>,
@@ -186,15 +195,10 @@ impl EngineParts {
             backend.let_go_of_arena(from, to)
         });
     }
-
-    /// Change the set of open handles with `change` and recompute each one's readahead budget.
-    fn share_budget(&self, change: impl FnOnce(&mut policy::BudgetShares)) {
-        let mut shares = self.shares.lock().unwrap_or_else(|p| p.into_inner());
-        change(&mut shares);
-        let budget = shares.budget(self.core.cache.slots() as u64);
-        self.budget_pages.store(budget, Ordering::Relaxed);
-    }
 }
+
+/// A caller's one-off maker of a file's policy ([`Engine::open_with`]).
+type MakeOnce<'a> = Box<dyn FnOnce(PolicyConfig) -> Box<dyn Policy> + 'a>;
 
 /// The engine: a cache under one memory budget, an I/O backend, and the files opened through
 /// it. Cheap to clone (a handle); dropped with its last clone and last open file.
@@ -216,26 +220,78 @@ impl Engine {
 
     /// Open `path` for reading. Two opens of one file (same device, inode, size and
     /// modification time) share its cached pages; each open has its own policy state.
+    ///
+    /// # Errors
+    /// The system's, naming the path: `NotFound`, `PermissionDenied`, `IsADirectory`;
+    /// `Unsupported` for a file with no size to read ahead in (a FIFO, a device, a procfs
+    /// file); for a URL, the store's (see [`Engine::stat_object`]).
     pub fn open(&self, path: impl AsRef<Path>) -> io::Result<File> {
-        self.open_with_policy(path, &self.inner.config.policy)
+        self.open_with_options(path, OpenOptions::new())
     }
 
     /// Open `path` with a policy other than the engine's.
+    ///
+    /// # Errors
+    /// As [`Engine::open`]; `InvalidInput` for a name no policy has.
     pub fn open_with_policy(&self, path: impl AsRef<Path>, policy_name: &str) -> io::Result<File> {
-        let make = policy::maker(policy_name)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        self.open_with(path, make)
+        self.open_with_options(path, OpenOptions::new().policy(policy_name))
     }
 
     /// Open `path` with a policy of the caller's own, made by `make` from the settings the
     /// engine gives policies for this file (windows sized for its device).
+    ///
+    /// # Errors
+    /// As [`Engine::open`].
     pub fn open_with(
         &self,
         path: impl AsRef<Path>,
         make: impl FnOnce(PolicyConfig) -> Box<dyn Policy>,
     ) -> io::Result<File> {
         let opened = source::open(path.as_ref(), &self.open_settings())?;
-        self.open_source(opened, make)
+        self.open_source(opened, OpenOptions::new(), Some(Box::new(make)))
+    }
+
+    /// Open `path` with per-file options (policy, window and request caps, `O_DIRECT`,
+    /// block size): see [`OpenOptions`].
+    ///
+    /// # Errors
+    /// As [`OpenOptions::open`].
+    pub fn open_with_options(
+        &self,
+        path: impl AsRef<Path>,
+        options: OpenOptions,
+    ) -> io::Result<File> {
+        options.block_pages()?;
+        let mut settings = self.open_settings();
+        if let Some(direct) = options.direct {
+            settings.direct = direct;
+        }
+        let opened = source::open(path.as_ref(), &settings)?;
+        self.open_source(opened, options, None)
+    }
+
+    /// Open a local file from a descriptor the caller opened (and hands over: it is the
+    /// engine's, closed with the last open of the file). `name` is what errors and stats call
+    /// it. With `O_DIRECT` wanted and not set on `fd`, the engine reads through a descriptor of
+    /// its own with `O_DIRECT`, opened from `fd` (`/proc/self/fd`), not from the name; `fd`
+    /// itself is left as it is.
+    ///
+    /// # Errors
+    /// As [`Engine::open`]: `Unsupported` for a descriptor of a FIFO, a socket or a device;
+    /// `IsADirectory` for a directory.
+    pub fn open_fd(
+        &self,
+        fd: std::os::fd::OwnedFd,
+        name: impl AsRef<Path>,
+        options: OpenOptions,
+    ) -> io::Result<File> {
+        options.block_pages()?;
+        let mut settings = self.open_settings();
+        if let Some(direct) = options.direct {
+            settings.direct = direct;
+        }
+        let opened = source::local::open_owned(fd, name.as_ref(), &settings)?;
+        self.open_source(opened, options, None)
     }
 
     /// What the store says of the object at `url` (`s3://bucket/key`, `http(s)://host/path`),
@@ -270,9 +326,7 @@ impl Engine {
     #[cfg(feature = "remote")]
     pub fn open_object(&self, info: &ObjectInfo) -> io::Result<File> {
         let opened = source::remote::open_known(info, &self.open_settings())?;
-        let make = policy::maker(&self.inner.config.policy)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        self.open_source(opened, make)
+        self.open_source(opened, OpenOptions::new(), None)
     }
 
     /// The engine's settings a source is opened with.
@@ -287,12 +341,26 @@ impl Engine {
 
     /// Open a source already opened by its kind (see `source`): share the pages of an open of
     /// the same version, or give it a page table of its own; then give it a policy.
+    /// `make`, if given, makes the policy (the caller's, through [`Engine::open_with`]) in place
+    /// of the one `options` names.
     fn open_source(
         &self,
         opened: source::Opened,
-        make: impl FnOnce(PolicyConfig) -> Box<dyn Policy>,
+        options: OpenOptions,
+        make: Option<MakeOnce<'_>>,
     ) -> io::Result<File> {
         let inner = &self.inner;
+        let block_pages = options.block_pages()?;
+        // A name is checked before anything is shared.
+        let named = match &options.policy {
+            _ if make.is_some() => None,
+            PolicyChoice::Engine => Some(&inner.config.policy),
+            PolicyChoice::Named(n) => Some(n),
+            _ => None,
+        };
+        let named = named
+            .map(|n| policy::maker(n).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e)))
+            .transpose()?;
         let key = opened.identity.object.clone();
         let data = {
             let mut reg = inner.files.lock().unwrap_or_else(|p| p.into_inner());
@@ -337,8 +405,14 @@ impl Engine {
             }
         };
         inner.core.meters.opened(&data.meter);
-        let config = self.policy_config(&data);
-        let mut policy = make(config);
+        let config = self.policy_config(&data, &options);
+        let mut policy = match (named, options.policy) {
+            _ if make.is_some() => make.map(|m| m(config)).expect("checked"),
+            (Some(make), _) => make(config),
+            (None, PolicyChoice::Value(p)) => p,
+            (None, PolicyChoice::Maker(make)) => make(config),
+            (None, _) => unreachable!("a named policy was made above"),
+        };
         let (estimate, version) = {
             let mut m = data.meter.lock();
             if let Some(model) = data.source.limits().starts_as {
@@ -347,11 +421,13 @@ impl Engine {
             (m.for_policy(config.io_max_pages), m.version)
         };
         policy.on_device(estimate);
-        inner.share_budget(|s| s.open(data.size.div_ceil(PAGE_SIZE)));
+        let activity = activity::Activity::new(data.size.div_ceil(PAGE_SIZE));
         Ok(File {
             engine: inner.clone(),
             data,
             io_max: config.io_max_pages,
+            block_pages,
+            activity,
             state: Mutex::new(PolicyState {
                 policy,
                 device_version: version,
@@ -363,18 +439,21 @@ impl Engine {
     }
 
     /// The policy settings for a file on this engine: windows sized for its device.
-    fn policy_config(&self, data: &FileData) -> PolicyConfig {
+    fn policy_config(&self, data: &FileData, options: &OpenOptions) -> PolicyConfig {
         let c = &self.inner.config;
         let quarter = (self.inner.core.cache.slots() as u64 / 4).max(1);
         let limits = data.source.limits();
-        let io_max = c
-            .io_max_kb
-            .or(limits.max_sectors_kb)
-            .map_or(256, kib_to_pages)
+        let io_max = options
+            .request_max_bytes
+            .map(|b| b.div_ceil(PAGE_SIZE))
+            .or(c.io_max_kb.map(kib_to_pages))
+            .or(limits.max_sectors_kb.map(kib_to_pages))
+            .unwrap_or(256)
             .clamp(1, quarter);
-        let ra_max = c
-            .ra_max_kb
-            .map(kib_to_pages)
+        let ra_max = options
+            .window_max_bytes
+            .map(|b| b.div_ceil(PAGE_SIZE))
+            .or(c.ra_max_kb.map(kib_to_pages))
             .unwrap_or_else(|| {
                 // The device's read_ahead_kb, but at least eight of its largest requests:
                 // the queue depth at which a virtual or NVMe device streams at full speed
@@ -423,6 +502,7 @@ impl Engine {
             sync_requests: get(&c.sync_requests),
             ahead_requests: get(&c.ahead_requests),
             expedited_requests: get(&c.expedited_requests),
+            cancelled_requests: get(&c.cancelled_requests),
             avg_request_pages: if requests == 0 {
                 0.0
             } else {
@@ -440,6 +520,8 @@ impl Engine {
                 .given_back_pages
                 .load(Ordering::Relaxed)
                 * PAGE_SIZE,
+            active_handles: inner.active_handles(),
+            readahead_share_bytes: inner.budget_pages.load(Ordering::Relaxed) * PAGE_SIZE,
         }
     }
 

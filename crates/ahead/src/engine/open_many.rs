@@ -121,6 +121,10 @@ impl Engine {
             .into_iter()
             .map(|(_, file)| file)
             .collect::<io::Result<Vec<File>>>()?;
+        // Opened to be read at once: all in the budget's shares before any asks for its part.
+        for file in &files {
+            self.inner.activate(&file.activity);
+        }
         let share = self.inner.budget_pages.load(Ordering::Relaxed) * PAGE_SIZE;
         for file in &files {
             will_need(file, 0, file.len().min(share))?;
@@ -194,6 +198,7 @@ fn joined(thread: JoinHandle<io::Result<File>>) -> io::Result<File> {
 /// early ones' first bytes evicted before it comes back to them).
 fn open_and_ask_first(engine: &Engine, path: &Path, held: Arc<AtomicU64>) -> io::Result<File> {
     let mut file = engine.open(path)?;
+    engine.inner.activate(&file.activity);
     file.opened_ahead = Some((0, held));
     ask_rest_of_first(&mut file)?;
     Ok(file)

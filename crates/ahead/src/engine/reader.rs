@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::units::PageRange;
+use std::task::{Poll, Waker};
 
 /// Reads in flight above which policies are told the queue is congested (and below half of
 /// which, that it drained).
@@ -12,6 +13,88 @@ const CONGESTED: usize = 128;
 /// Times a page may come back absent for one read before the engine reads it with a plain
 /// `pread` (a file truncated meanwhile, or a cache too small for the threads reading it).
 const ATTEMPTS: u32 = 3;
+
+/// `io` widened to start and end on multiples of `block_pages` (its marker kept).
+fn align_to_blocks(io: IoRequest, block_pages: u64) -> IoRequest {
+    if block_pages <= 1 {
+        return io;
+    }
+    let start = io.start_page - io.start_page % block_pages;
+    let end = io
+        .start_page
+        .saturating_add(io.pages)
+        .div_ceil(block_pages)
+        .saturating_mul(block_pages);
+    IoRequest {
+        start_page: start,
+        pages: end - start,
+        ..io
+    }
+}
+
+/// How a reader waits for a page in flight: blocking its thread, or parking an async task.
+#[derive(Clone, Copy)]
+pub(super) enum Wait<'a> {
+    Block,
+    Task(&'a Waker),
+}
+
+/// One read's place, from its first page to its last, kept across an async read's polls.
+pub(super) struct ReadCursor {
+    pub(super) offset: u64,
+    /// Bytes to copy (clipped at the end of the file).
+    pub(super) len: usize,
+    pub(super) first: u64,
+    pub(super) end: u64,
+    /// Bytes copied so far, and the page the next come from.
+    pub(super) done: usize,
+    pub(super) page: u64,
+    hits: u64,
+    misses: u64,
+    stall: Duration,
+    /// Since when an async read has been parked (its wait counts as stall).
+    parked_at: Option<Instant>,
+    attempts: u32,
+    /// The last page retried after a failed read: each page gets one retry for this reader
+    /// (an ahead read that failed may have covered pages that read fine on their own).
+    retried_page: Option<u64>,
+    result: io::Result<()>,
+}
+
+impl ReadCursor {
+    pub(super) fn new(offset: u64, len: u64) -> ReadCursor {
+        let read = AppRead {
+            offset: Bytes(offset),
+            len: Bytes(len),
+        };
+        let first = read.first_page();
+        ReadCursor {
+            offset,
+            len: len as usize,
+            first,
+            end: read.end_page(),
+            done: 0,
+            page: first,
+            hits: 0,
+            misses: 0,
+            stall: Duration::ZERO,
+            parked_at: None,
+            attempts: 0,
+            retried_page: None,
+            result: Ok(()),
+        }
+    }
+
+    /// Where in the next page to copy from, and how many bytes.
+    fn next_piece(&self) -> (usize, usize) {
+        let from = if self.page == self.first {
+            (self.offset % PAGE_SIZE) as usize
+        } else {
+            0
+        };
+        (from, (PAGE - from).min(self.len - self.done))
+    }
+}
 
 pub(super) struct PolicyState {
     pub(super) policy: Box<dyn Policy>,
@@ -25,6 +108,11 @@ pub struct File {
     pub(super) engine: Arc<EngineParts>,
     pub(super) data: Arc<FileData>,
     pub(super) io_max: u64,
+    /// Pages per block of the caller's (`OpenOptions::block_size`): every request starts and
+    /// ends on a block boundary. 1 unless set.
+    pub(super) block_pages: u64,
+    /// Its part in the readahead budget's shares (see `activity`).
+    pub(super) activity: Arc<super::activity::Activity>,
     pub(super) state: Mutex<PolicyState>,
     pub(super) pos: AtomicU64,
     /// Bytes asked for ahead of the reader when it was opened ahead (`open_many`), and the
@@ -37,6 +125,7 @@ struct EngineCtx<'a> {
     engine: &'a EngineParts,
     file: &'a Arc<FileData>,
     io_max: u64,
+    block_pages: u64,
     refaults: u64,
     ops: Vec<ReadOp>,
     /// Pages the driver has just copied out: cached, no need to look.
@@ -68,7 +157,7 @@ impl RaContext for EngineCtx<'_> {
         self.engine.start_io(
             self.file,
             self.io_max,
-            io,
+            align_to_blocks(io, self.block_pages),
             &mut self.refaults,
             &mut self.ops,
         )
@@ -132,6 +221,7 @@ impl File {
             engine: &self.engine,
             file: &self.data,
             io_max: self.io_max,
+            block_pages: self.block_pages,
             refaults: 0,
             ops: Vec::new(),
             known_cached: PageRange::default(),
@@ -139,6 +229,12 @@ impl File {
     }
 
     fn with_policy(&self, f: impl FnOnce(&mut dyn Policy, &mut EngineCtx<'_>)) {
+        self.with_policy_as(f, true)
+    }
+
+    /// Call into the file's policy; the reads it starts are submitted after its lock is let
+    /// go, a synchronous one read in this thread only if `in_caller`.
+    fn with_policy_as(&self, f: impl FnOnce(&mut dyn Policy, &mut EngineCtx<'_>), in_caller: bool) {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let core = &self.engine.core;
         let device = &self.data.meter;
@@ -164,7 +260,12 @@ impl File {
             st.policy.on_thrashed(ctx.refaults);
         }
         drop(st);
-        self.engine.submit(&mut ctx.ops);
+        self.engine.submit_as(&mut ctx.ops, in_caller);
+    }
+
+    /// `io` widened to whole blocks of the caller's block size.
+    pub(super) fn aligned(&self, io: IoRequest) -> IoRequest {
+        align_to_blocks(io, self.block_pages)
     }
 
     fn count_refaults(&self, pages: u64) {
@@ -179,7 +280,7 @@ impl File {
     /// Pages this handle read again after they were evicted unused, outside a policy call (a
     /// reader's own read of what its readahead lost): counted, and told to the policy, as the
     /// simulator tells it of every refault.
-    fn report_refaults(&self, pages: u64) {
+    pub(super) fn report_refaults(&self, pages: u64) {
         if pages == 0 {
             return;
         }
@@ -189,177 +290,242 @@ impl File {
     }
 
     /// Read up to `buf.len()` bytes at `offset`, as `pread(2)` does: fewer only at the end of
-    /// the file (0 at or past it). Errors are the system's, from the read that met them.
+    /// the file (0 at or past it).
+    ///
+    /// # Errors
+    /// The system's (or the store's), from the read that met them: a failed request fails
+    /// the reads that wait for it and caches nothing, so the next read tries again. Bytes
+    /// copied before the failure are returned instead, as `pread(2)` returns a short count.
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        if buf.is_empty() {
+        let Some(mut cur) = self.begin_read(buf, offset)? else {
             return Ok(0);
+        };
+        match self.copy_rest(&mut cur, buf, Wait::Block) {
+            Poll::Ready(r) => r,
+            Poll::Pending => unreachable!("a blocking copy waits rather than returns Pending"),
+        }
+    }
+
+    /// The first half of a read: the size check, the pages already ready copied out without
+    /// waiting, and the read shown to the policy (which starts what it wants). `None` at or
+    /// past the end of the file. What is left is [`File::copy_rest`]'s.
+    pub(super) fn begin_read(&self, buf: &mut [u8], offset: u64) -> io::Result<Option<ReadCursor>> {
+        self.begin_read_as(buf, offset, Wait::Block)
+    }
+
+    pub(super) fn begin_read_as(
+        &self,
+        buf: &mut [u8],
+        offset: u64,
+        wait: Wait<'_>,
+    ) -> io::Result<Option<ReadCursor>> {
+        if buf.is_empty() {
+            return Ok(None);
         }
         let size = self.current_size()?;
-        if buf.is_empty() || offset >= size {
-            return Ok(0);
+        if offset >= size {
+            return Ok(None);
         }
-        let len = (buf.len() as u64).min(size - offset);
+        self.engine.touch(&self.activity);
+        let mut cur = ReadCursor::new(offset, (buf.len() as u64).min(size - offset));
+        let eof = self.copy_ready(&mut cur, buf);
+        let known = PageRange::new(cur.first, cur.page);
         let read = AppRead {
             offset: Bytes(offset),
-            len: Bytes(len),
+            len: Bytes(cur.len as u64),
         };
-        let (first, end) = (read.first_page(), read.end_page());
-        let cache = &self.engine.core.cache;
-        let table = &self.data.table;
-        let len = len as usize;
-        let mut done = 0usize;
-        let mut page = first;
-        let (mut hits, mut misses) = (0u64, 0u64);
-        let mut stall = Duration::ZERO;
-        let mut attempts = 0u32;
-        // The last page retried after a failed read: each page gets one retry for this reader
-        // (an ahead read that failed may have covered pages that read fine on their own).
-        let mut retried_page = None;
-        let mut result = Ok(());
+        self.with_policy_as(
+            |p, ctx| {
+                ctx.known_cached = known;
+                p.on_read(read, ctx)
+            },
+            matches!(wait, Wait::Block),
+        );
+        if eof {
+            cur.page = cur.end;
+        }
+        Ok(Some(cur))
+    }
 
-        // Hits first: copy while pages are ready, without waiting. A read that is all hits
-        // then shows the policy pages it knows are cached, so it need not look them up again.
-        let mut eof = false;
-        while page < end && done < len {
-            let from = if page == first {
-                (offset % PAGE_SIZE) as usize
-            } else {
-                0
-            };
-            let want = (PAGE - from).min(len - done);
+    /// Copy out the pages of `cur` that are ready now, without waiting or looking further;
+    /// true if the file ended within them.
+    pub(super) fn copy_ready(&self, cur: &mut ReadCursor, buf: &mut [u8]) -> bool {
+        let cache = &self.engine.core.cache;
+        let mut stall = Duration::ZERO;
+        while cur.page < cur.end && cur.done < cur.len {
+            let (from, want) = cur.next_piece();
             match cache.read_page(
-                table,
-                page,
+                &self.data.table,
+                cur.page,
                 from,
-                &mut buf[done..done + want],
+                &mut buf[cur.done..cur.done + want],
                 false,
                 &mut stall,
             ) {
                 Lookup::Copied { n, whole, .. } => {
-                    done += n;
-                    hits += 1;
-                    page += 1;
+                    cur.done += n;
+                    cur.hits += 1;
+                    cur.page += 1;
                     if !whole {
-                        eof = true;
-                        break;
+                        return true;
                     }
                 }
                 _ => break,
             }
         }
-        let known = PageRange::new(first, page);
-        self.with_policy(|p, ctx| {
-            ctx.known_cached = known;
-            p.on_read(read, ctx)
-        });
-        if eof {
-            page = end;
-        }
+        false
+    }
 
-        while page < end && done < len {
-            let from = if page == first {
-                (offset % PAGE_SIZE) as usize
-            } else {
-                0
+    /// The rest of a read begun with [`File::begin_read`] (or a batch's range, which no policy
+    /// sees): each page copied out as it becomes ready, an absent one read, a failed one
+    /// tried once more. With [`Wait::Block`] it waits, in this thread, and never returns
+    /// `Pending`; with [`Wait::Task`] a page in flight or a cache with no room parks the task
+    /// and returns `Pending`, `cur` keeping the place. `Ready` counts the read in the stats.
+    pub(super) fn copy_rest(
+        &self,
+        cur: &mut ReadCursor,
+        buf: &mut [u8],
+        wait: Wait<'_>,
+    ) -> Poll<io::Result<usize>> {
+        let cache = &self.engine.core.cache;
+        let table = &self.data.table;
+        let in_caller = matches!(wait, Wait::Block);
+        while cur.page < cur.end && cur.done < cur.len {
+            let (from, want) = cur.next_piece();
+            let page = cur.page;
+            let dst = &mut buf[cur.done..cur.done + want];
+            let lookup = match wait {
+                Wait::Block => {
+                    if cache.is_in_flight(table, page) {
+                        let t = Instant::now();
+                        self.engine.expedite(&self.data, page);
+                        cur.stall += t.elapsed();
+                    }
+                    cache.read_page(table, page, from, dst, true, &mut cur.stall)
+                }
+                Wait::Task(waker) => match cache.poll_page(table, page, from, dst, waker) {
+                    Poll::Ready(l) => l,
+                    Poll::Pending => {
+                        cur.parked_at.get_or_insert_with(Instant::now);
+                        return Poll::Pending;
+                    }
+                },
             };
-            let want = (PAGE - from).min(len - done);
-            let dst = &mut buf[done..done + want];
-            if cache.is_in_flight(table, page) {
-                let t = Instant::now();
-                self.engine.expedite(&self.data, page);
-                stall += t.elapsed();
+            if let Some(t0) = cur.parked_at.take() {
+                cur.stall += t0.elapsed();
             }
-            match cache.read_page(table, page, from, dst, true, &mut stall) {
+            match lookup {
                 Lookup::Copied { n, whole, .. } => {
-                    // It was not ready when the read began (the hits were copied above).
-                    misses += 1;
-                    done += n;
-                    attempts = 0;
-                    page += 1;
+                    // It was not ready when the read began (the hits were copied before).
+                    cur.misses += 1;
+                    cur.done += n;
+                    cur.attempts = 0;
+                    cur.page += 1;
                     if !whole {
                         break; // the file ends in this page
                     }
                 }
                 // Past the end the file had when opened (it grew): read past the cache.
-                Lookup::Absent if attempts < ATTEMPTS && page < self.data.pages() => {
-                    attempts += 1;
+                Lookup::Absent if cur.attempts < ATTEMPTS && page < self.data.pages() => {
                     let t = Instant::now();
+                    if let Wait::Task(waker) = wait {
+                        // Registered before the try, so a slot freed after it wakes us.
+                        cache.wake_when_slots_free(waker);
+                    }
                     let mut refaults = 0;
                     let mut ops = Vec::new();
                     // One request's worth at a time: the pages are copied out as they come, and
                     // asking for all of a read larger than the cache at once would evict its
                     // first pages with its last before they are copied (and ask again, and
                     // again). Ahead windows, not this, keep the device busy.
-                    self.engine.start_io(
+                    let brought = self.engine.start_io_as(
                         &self.data,
                         self.io_max,
-                        IoRequest::sync(page, (end - page).min(self.io_max.max(1))),
+                        self.aligned(IoRequest::sync(
+                            page,
+                            (cur.end - page).min(self.io_max.max(1)),
+                        )),
+                        in_caller,
                         &mut refaults,
                         &mut ops,
                     );
-                    self.engine.submit(&mut ops);
-                    if !self.engine.backend.is_async() {
-                        stall += t.elapsed();
+                    self.engine.submit_as(&mut ops, in_caller);
+                    if in_caller && !self.engine.backend.is_async() {
+                        cur.stall += t.elapsed();
                     }
                     self.report_refaults(refaults);
+                    if brought > 0 || in_caller {
+                        cur.attempts += 1;
+                    } else if !cache.is_cached(table, page) {
+                        // No room: woken when a slot frees.
+                        cur.parked_at.get_or_insert_with(Instant::now);
+                        return Poll::Pending;
+                    }
                 }
                 Lookup::Absent => {
                     // Read and lost again and again: read this page past the cache.
-                    misses += 1;
+                    cur.misses += 1;
                     match self.data.source.read_page_uncached(page, from, dst) {
                         Ok(n) => {
-                            done += n;
-                            attempts = 0;
-                            page += 1;
+                            cur.done += n;
+                            cur.attempts = 0;
+                            cur.page += 1;
                             if n < want {
                                 break;
                             }
                         }
                         Err(e) => {
-                            result = Err(e);
+                            cur.result = Err(e);
                             break;
                         }
                     }
                 }
-                Lookup::Failed(f) if retried_page != Some(page) => {
+                Lookup::Failed(f) if cur.retried_page != Some(page) => {
                     // It may have been an ahead read that failed: try this page once more,
                     // for this reader.
-                    retried_page = Some(page);
+                    cur.retried_page = Some(page);
                     let mut refaults = 0;
                     let mut ops = Vec::new();
-                    self.engine.start_io(
+                    self.engine.start_io_as(
                         &self.data,
                         self.io_max,
                         IoRequest::sync(page, 1),
+                        in_caller,
                         &mut refaults,
                         &mut ops,
                     );
-                    self.engine.submit(&mut ops);
+                    self.engine.submit_as(&mut ops, in_caller);
                     self.report_refaults(refaults);
                     drop(f);
                 }
                 Lookup::Failed(f) => {
-                    result = Err(f.error());
+                    cur.result = Err(f.error());
                     break;
                 }
             }
         }
+        Poll::Ready(self.finish_read(cur))
+    }
+
+    /// Count a finished read in the stats, and give its result.
+    fn finish_read(&self, cur: &mut ReadCursor) -> io::Result<usize> {
         let c = &self.engine.core.counters;
         c.reads.fetch_add(1, Ordering::Relaxed);
-        c.bytes_returned.fetch_add(done as u64, Ordering::Relaxed);
-        if hits > 0 {
-            c.hit_pages.fetch_add(hits, Ordering::Relaxed);
+        c.bytes_returned
+            .fetch_add(cur.done as u64, Ordering::Relaxed);
+        if cur.hits > 0 {
+            c.hit_pages.fetch_add(cur.hits, Ordering::Relaxed);
         }
-        if misses > 0 {
-            c.miss_pages.fetch_add(misses, Ordering::Relaxed);
+        if cur.misses > 0 {
+            c.miss_pages.fetch_add(cur.misses, Ordering::Relaxed);
         }
-        if !stall.is_zero() {
+        if !cur.stall.is_zero() {
             c.stall_ns
-                .fetch_add(stall.as_nanos() as u64, Ordering::Relaxed);
+                .fetch_add(cur.stall.as_nanos() as u64, Ordering::Relaxed);
         }
-        match result {
-            Err(e) if done == 0 => Err(e),
-            _ => Ok(done),
+        match std::mem::replace(&mut cur.result, Ok(())) {
+            Err(e) if cur.done == 0 => Err(e),
+            _ => Ok(cur.done),
         }
     }
 
@@ -368,7 +534,7 @@ impl File {
     /// holds. A read racing the change may see either side of it, as with `pread(2)`. How the
     /// change is seen is the source's (a local file's lease: one load; else `fstat`).
     #[inline]
-    fn current_size(&self) -> io::Result<u64> {
+    pub(super) fn current_size(&self) -> io::Result<u64> {
         let d = &self.data;
         d.source.current_size(&mut |event| match event {
             source::Event::Changed(why) => {
@@ -395,6 +561,7 @@ impl File {
             Advice::Sequential => Hint::Sequential,
             Advice::Random => Hint::Random,
             Advice::WillNeed { offset, len } => {
+                self.engine.touch(&self.activity);
                 let range = pages(offset, len);
                 Hint::WillNeed {
                     start_page: range.first,
@@ -441,8 +608,7 @@ impl std::fmt::Debug for File {
 
 impl Drop for File {
     fn drop(&mut self) {
-        let pages = self.data.size.div_ceil(PAGE_SIZE);
-        self.engine.share_budget(|s| s.close(pages));
+        self.engine.deactivate(&self.activity);
         if let Some((bytes, held)) = &self.opened_ahead {
             held.fetch_sub(*bytes, Ordering::Relaxed);
         }

@@ -89,6 +89,21 @@ impl EngineParts {
         refaults: &mut u64,
         out: &mut Vec<ReadOp>,
     ) -> u64 {
+        self.start_io_as(file, io_max, io, true, refaults, out)
+    }
+
+    /// [`EngineParts::start_io`], where a synchronous read that finds no room waits for it
+    /// only if `wait_for_room` (an async reader does not: it registers for a free slot and
+    /// tries again when woken).
+    pub(super) fn start_io_as(
+        &self,
+        file: &Arc<FileData>,
+        io_max: u64,
+        io: IoRequest,
+        wait_for_room: bool,
+        refaults: &mut u64,
+        out: &mut Vec<ReadOp>,
+    ) -> u64 {
         let cache = &self.core.cache;
         let end = io.start_page.saturating_add(io.pages).min(file.pages());
         let sync = io.kind == IoKind::Sync;
@@ -116,7 +131,7 @@ impl EngineParts {
             }
             *refaults += refault;
             let mut slots = cache.alloc(file.id, p, claimed as usize, false);
-            if sync && slots.is_empty() {
+            if sync && wait_for_room && slots.is_empty() {
                 // No room, and a reader waits: send the requests collected so far first (their
                 // slots free only once they complete; waiting with them unsent would wait for
                 // ever), then wait for a slot.
@@ -140,8 +155,16 @@ impl EngineParts {
         brought
     }
 
-    /// Send requests made by [`EngineParts::start_io`] to the backend.
+    /// Send requests made by [`EngineParts::start_io`] to the backend; a synchronous one is
+    /// read in this thread (see below).
     pub(super) fn submit(&self, ops: &mut Vec<ReadOp>) {
+        self.submit_as(ops, true);
+    }
+
+    /// Send requests to the backend; synchronous ones are read in this thread only if
+    /// `in_caller` (an async reader, or a batch whose reads go out together, hands every one
+    /// to the backend).
+    pub(super) fn submit_as(&self, ops: &mut Vec<ReadOp>, in_caller: bool) {
         for op in ops.drain(..) {
             self.core.in_flight.fetch_add(1, Ordering::AcqRel);
             let device = &op.file.meter;
@@ -165,7 +188,7 @@ impl EngineParts {
             let mut op = Box::new(op);
             op.submitted = now;
             op.queued_behind = queued_behind;
-            if op.kind == IoKind::Sync {
+            if op.kind == IoKind::Sync && in_caller {
                 // A reader waits for this one: it reads it in its own thread, as the kernel
                 // does a synchronous read. Handing it to another thread and back would cost
                 // two context switches for nothing.

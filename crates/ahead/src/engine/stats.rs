@@ -3,8 +3,9 @@
 
 use super::*;
 
-/// Statistics of an engine since it started.
+/// Statistics of an engine since it started. Fields will be added: built only by the engine.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[non_exhaustive]
 pub struct Stats {
     /// The backend reading for the engine: `uring`, `threads` or `sync`.
     pub backend: &'static str,
@@ -37,6 +38,9 @@ pub struct Stats {
     /// Ahead requests a reader caught up with while they still waited in the backend's queue,
     /// and read itself rather than wait behind the reads queued before them.
     pub expedited_requests: u64,
+    /// Requests taken back from the backend's queue before they reached the device: a
+    /// [`crate::engine::Prefetch`] dropped unfinished.
+    pub cancelled_requests: u64,
     /// `pages_read / requests`.
     pub avg_request_pages: f64,
     /// Time readers spent waiting for data, summed over threads, in milliseconds.
@@ -53,6 +57,11 @@ pub struct Stats {
     pub size_checks: u64,
     /// Memory the cache gave back to the system after its pages were dropped, in all.
     pub given_back_bytes: u64,
+    /// Handles read in the last [`crate::engine::IDLE_AFTER_MS`]: those that share the
+    /// readahead budget (idle handles take no share).
+    pub active_handles: u64,
+    /// The readahead budget of each active handle now, in bytes.
+    pub readahead_share_bytes: u64,
 }
 
 impl std::fmt::Display for Stats {
@@ -105,6 +114,7 @@ pub(super) struct Counters {
     pub(super) sync_requests: AtomicU64,
     pub(super) ahead_requests: AtomicU64,
     pub(super) expedited_requests: AtomicU64,
+    pub(super) cancelled_requests: AtomicU64,
     pub(super) pages_read: AtomicU64,
     pub(super) io_errors: AtomicU64,
     pub(super) size_checks: AtomicU64,

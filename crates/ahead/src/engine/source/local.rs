@@ -177,6 +177,83 @@ pub fn sizeless(path: &Path) -> io::Result<Option<String>> {
 /// the filesystem refuses it (or needs an alignment above the page).
 fn open(path: &Path, settings: &OpenSettings) -> io::Result<Opened> {
     let (fd, st, buffered_because) = open_fd(path, settings.direct)?;
+    opened(fd, st, buffered_because, path, settings)
+}
+
+/// Open a file from a descriptor the caller opened and hands over (`Engine::open_fd`): as
+/// [`open`], with `name` for errors and stats. A descriptor without `O_DIRECT`, where it is
+/// wanted, is opened again with it through `/proc/self/fd` (the caller's file description
+/// keeps its flags); where that fails it is read buffered, as a path would be.
+pub(crate) fn open_owned(fd: OwnedFd, name: &Path, settings: &OpenSettings) -> io::Result<Opened> {
+    let st = os::fstat(fd.as_fd()).map_err(|e| with_path(name, e))?;
+    let kind = st.st_mode & libc::S_IFMT;
+    if kind == libc::S_IFDIR {
+        return Err(with_path(name, io::Error::from_raw_os_error(libc::EISDIR)));
+    }
+    let fs = (st.st_size == 0)
+        .then(|| os::fd_fs_type(fd.as_fd()).ok())
+        .flatten();
+    if let Some(why) = sizeless_why(kind, st.st_size, fs) {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("{}: {why} (read it plainly)", name.display()),
+        ));
+    }
+    // SAFETY: F_GETFL on a descriptor the caller handed over, open for as long as `fd` is.
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    if flags < 0 {
+        return Err(with_path(name, io::Error::last_os_error()));
+    }
+    if flags & libc::O_ACCMODE == libc::O_WRONLY {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{}: the descriptor is open for writing only",
+                name.display()
+            ),
+        ));
+    }
+    if flags & libc::O_NONBLOCK != 0 {
+        os::set_blocking(fd.as_fd()).map_err(|e| with_path(name, e))?;
+    }
+    let (fd, why) = if flags & libc::O_DIRECT != 0 {
+        (fd, None)
+    } else if !settings.direct {
+        (fd, Some("O_DIRECT turned off by the caller".to_string()))
+    } else {
+        let again = Path::new("/proc/self/fd").join(fd.as_raw_fd().to_string());
+        match (
+            os::dio_alignment(fd.as_fd()),
+            os::open_read(&again, libc::O_DIRECT),
+        ) {
+            (Some((mem, off)), Ok(direct))
+                if mem > 0 && off > 0 && mem as u64 <= PAGE_SIZE && off as u64 <= PAGE_SIZE =>
+            {
+                (direct, None)
+            }
+            (None, Ok(direct)) => (direct, None),
+            (_, Err(e)) => (fd, Some(format!("O_DIRECT refused ({e})"))),
+            (_, Ok(_)) => (
+                fd,
+                Some("the filesystem does not support O_DIRECT at page alignment".into()),
+            ),
+        }
+    };
+    if why.is_some() {
+        // Advisory: the reads are right without it, only slower.
+        let _ = os::fadvise(fd.as_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
+    }
+    opened(fd, st, why, name, settings)
+}
+
+/// A local file's source, from its descriptor and its `fstat`.
+fn opened(
+    fd: OwnedFd,
+    st: libc::stat,
+    buffered_because: Option<String>,
+    path: &Path,
+    settings: &OpenSettings,
+) -> io::Result<Opened> {
     let mut notes = Vec::new();
     if let Some(why) = &buffered_because {
         notes.push(format!(

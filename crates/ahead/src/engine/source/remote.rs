@@ -699,7 +699,11 @@ mod tests {
         let opened =
             open_object(PathBuf::from("memory://data/object.bin"), store, location).unwrap();
         let file = engine
-            .open_source(opened, crate::policy::maker("adaptive").unwrap())
+            .open_source(
+                opened,
+                crate::engine::OpenOptions::new().policy("adaptive"),
+                None,
+            )
             .unwrap();
         assert_eq!(file.len(), size as u64);
         crate::engine::source::tests::read_to_end_checking(&file, &bytes, 4096, "remote");
@@ -732,7 +736,11 @@ mod tests {
             .unwrap();
         let opened = open_object(PathBuf::from("memory://big.bin"), store, location).unwrap();
         let file = engine
-            .open_source(opened, crate::policy::maker("none").unwrap())
+            .open_source(
+                opened,
+                crate::engine::OpenOptions::new().policy("none"),
+                None,
+            )
             .unwrap();
         // Reads far apart, each a miss read whole by its reader: 9 MiB, an odd offset and
         // length, and the object's end.
@@ -767,7 +775,11 @@ mod tests {
         )
         .unwrap();
         let file = engine
-            .open_source(opened, crate::policy::maker("none").unwrap())
+            .open_source(
+                opened,
+                crate::engine::OpenOptions::new().policy("none"),
+                None,
+            )
             .unwrap();
         let mut buf = vec![0u8; 4096];
         assert_eq!(file.read_at(&mut buf, 0).unwrap(), 4096);

@@ -1,0 +1,348 @@
+//! The embedding API's measurements (issue 22), each contender interleaved with the others
+//! in every round, cold (`O_DIRECT`, a new engine per run), the median and spread printed:
+//!
+//!     cargo run --release -p ahead --example embed_bench -- [async|many|idle|all] [--repeat N] [--dir D]
+//!
+//! * `async`: 64 random 4 KiB reads kept in flight by one tokio task (`read_at_async`),
+//!   against 64 OS threads calling the blocking `read_at`, and fio with io_uring at queue
+//!   depth 64 on the same file (when `fio` is on the PATH): reads per second, and CPU time per
+//!   read (user + system, of the whole process: the engine's completion threads included;
+//!   fio's own figure for fio). Policy `none`, 64 MiB budget on a 2 GiB file: few hits.
+//! * `many`: 1,000 scattered 16 KiB ranges, one `read_many`, against 1,000 `read_at` calls one
+//!   after another: time, and requests sent.
+//! * `idle`: a 1 GiB file scanned with 4 KiB reads, alone, and with 10,000 other files open
+//!   and never read (sparse, 64 MiB each): throughput, and the scan's readahead share.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ahead::engine::{Engine, File};
+
+const FILE_BYTES: u64 = 2 << 30;
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+/// A file of `bytes` random-ish bytes at `path`, written once.
+fn data_file(path: &Path, bytes: u64) {
+    if std::fs::metadata(path).map(|m| m.len()).ok() == Some(bytes) {
+        return;
+    }
+    use std::io::Write;
+    let mut f = std::fs::File::create(path).unwrap();
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut buf = vec![0u8; 1 << 20];
+    for _ in 0..bytes >> 20 {
+        for w in buf.chunks_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            w.copy_from_slice(&x.to_le_bytes());
+        }
+        f.write_all(&buf).unwrap();
+    }
+    f.sync_all().unwrap();
+}
+
+fn rng(seed: u64) -> impl FnMut() -> u64 {
+    let mut x = seed | 1;
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}
+
+/// CPU time of this process so far (user + system).
+fn cpu() -> Duration {
+    // SAFETY: getrusage writes the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let t = |tv: libc::timeval| Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000);
+    t(ru.ru_utime) + t(ru.ru_stime)
+}
+
+fn engine(policy: &str, budget: u64) -> Engine {
+    Engine::builder()
+        .policy(policy)
+        .budget(budget)
+        .record_requests(false)
+        .pretouch(std::env::var_os("PRETOUCH").is_some())
+        .build()
+        .unwrap()
+}
+
+fn median(v: &mut [f64]) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+fn async_run(path: &Path, reads: u64, seed: u64) -> (f64, f64) {
+    let e = engine("none", 64 << 20);
+    let file = e.open(path).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let (c0, t0) = (cpu(), Instant::now());
+    // One task keeps 64 reads in flight: each read is its own future in a FuturesUnordered,
+    // polled when its own page lands.
+    let done = rt.block_on(async {
+        use futures_util::stream::{FuturesUnordered, StreamExt};
+        let mut next = rng(seed);
+        let read = |off: u64| {
+            let file = &file;
+            async move {
+                let mut buf = [0u8; 4096];
+                file.read_at_async(&mut buf, off).await
+            }
+        };
+        let mut in_flight = FuturesUnordered::new();
+        let mut started = 0;
+        while started < 64.min(reads) {
+            in_flight.push(read(next() % (FILE_BYTES / 4096) * 4096));
+            started += 1;
+        }
+        let mut done = 0u64;
+        while let Some(r) = in_flight.next().await {
+            r.unwrap();
+            done += 1;
+            if started < reads {
+                in_flight.push(read(next() % (FILE_BYTES / 4096) * 4096));
+                started += 1;
+            }
+        }
+        done
+    });
+    let (secs, cpu_s) = (t0.elapsed().as_secs_f64(), (cpu() - c0).as_secs_f64());
+    (done as f64 / secs, cpu_s / done as f64 * 1e6)
+}
+
+fn threads_run(path: &Path, reads: u64, seed: u64) -> (f64, f64) {
+    let e = engine("none", 64 << 20);
+    let file = e.open(path).unwrap();
+    let (c0, t0) = (cpu(), Instant::now());
+    std::thread::scope(|s| {
+        for t in 0..64u64 {
+            let file = &file;
+            s.spawn(move || {
+                let mut next = rng(seed ^ (t + 1).wrapping_mul(0x9E37));
+                let mut buf = [0u8; 4096];
+                for _ in 0..reads / 64 {
+                    let off = next() % (FILE_BYTES / 4096) * 4096;
+                    file.read_at(&mut buf, off).unwrap();
+                }
+            });
+        }
+    });
+    let (secs, cpu_s) = (t0.elapsed().as_secs_f64(), (cpu() - c0).as_secs_f64());
+    let done = (reads / 64 * 64) as f64;
+    (done / secs, cpu_s / done * 1e6)
+}
+
+/// fio, io_uring, QD 64, random 4 KiB O_DIRECT reads for `secs`: IOPS and CPU us per read.
+fn fio_run(path: &Path, secs: u64) -> Option<(f64, f64)> {
+    let out = std::process::Command::new("fio")
+        .args([
+            "--name=r",
+            &format!("--filename={}", path.display()),
+            "--rw=randread",
+            "--bs=4k",
+            "--direct=1",
+            "--ioengine=io_uring",
+            "--iodepth=64",
+            &format!("--runtime={secs}"),
+            "--time_based",
+            "--output-format=json",
+        ])
+        .output()
+        .ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    let job = &v["jobs"][0];
+    let iops = job["read"]["iops"].as_f64()?;
+    let cpu_pct = job["usr_cpu"].as_f64()? + job["sys_cpu"].as_f64()?;
+    let runtime_s = job["read"]["runtime"].as_f64()? / 1000.0;
+    let ios = job["read"]["total_ios"].as_f64()?;
+    Some((iops, cpu_pct / 100.0 * runtime_s / ios * 1e6))
+}
+
+fn bench_async(dir: &Path, repeat: usize) {
+    let path = dir.join("embed-2g");
+    data_file(&path, FILE_BYTES);
+    let reads = 200_000;
+    let has_fio = std::process::Command::new("fio")
+        .arg("--version")
+        .output()
+        .is_ok();
+    let (mut a, mut t, mut f) = (Vec::new(), Vec::new(), Vec::new());
+    for r in 0..repeat {
+        a.push(async_run(&path, reads, r as u64 + 1));
+        t.push(threads_run(&path, reads, r as u64 + 1));
+        if has_fio {
+            f.extend(fio_run(&path, 4));
+        }
+    }
+    println!("64 random 4 KiB reads in flight, 2 GiB file, O_DIRECT; median (min-max) of {repeat}");
+    println!(
+        "{:<34} {:>26} {:>24}",
+        "contender", "reads/s", "CPU us/read"
+    );
+    let row = |name: &str, v: &[(f64, f64)]| -> f64 {
+        if v.is_empty() {
+            println!("{name:<34} (not run: fio is not on the PATH)");
+            return f64::NAN;
+        }
+        let (i, i0, i1) = median(&mut v.iter().map(|x| x.0).collect::<Vec<_>>());
+        let (c, c0, c1) = median(&mut v.iter().map(|x| x.1).collect::<Vec<_>>());
+        println!("{name:<34} {i:>9.0} ({i0:>6.0}-{i1:>6.0}) {c:>9.2} ({c0:>5.2}-{c1:>5.2})");
+        i
+    };
+    let ai = row("ahead async, one tokio task", &a);
+    row("ahead blocking, 64 threads", &t);
+    let fi = row("fio io_uring, iodepth 64", &f);
+    if fi.is_finite() {
+        println!("async / fio IOPS (medians): {:.3}", ai / fi);
+    }
+    // Per round, so the drift between rounds cancels.
+    if f.len() == a.len() {
+        let mut ratios: Vec<f64> = a.iter().zip(&f).map(|(x, y)| x.0 / y.0).collect();
+        let (m, lo, hi) = median(&mut ratios);
+        println!("async / fio IOPS per round: median {m:.3} ({lo:.3}-{hi:.3})");
+    }
+}
+
+fn bench_many(dir: &Path, repeat: usize) {
+    let path = dir.join("embed-2g");
+    data_file(&path, FILE_BYTES);
+    let (mut batch, mut serial, mut reqs) = (Vec::new(), Vec::new(), (0, 0));
+    for r in 0..repeat {
+        let mut next = rng(r as u64 + 7);
+        let ranges: Vec<(u64, usize)> = (0..1000)
+            .map(|_| (next() % (FILE_BYTES / 16384) * 16384, 16384))
+            .collect();
+        let e = engine("adaptive", 256 << 20);
+        let file = e.open(&path).unwrap();
+        let t0 = Instant::now();
+        let out = file.read_many(&ranges).unwrap();
+        batch.push(t0.elapsed().as_secs_f64() * 1e3);
+        assert!(out.iter().all(|b| b.len() == 16384));
+        reqs.0 = e.stats().requests;
+        drop(file);
+        let e = engine("adaptive", 256 << 20);
+        let file = e.open(&path).unwrap();
+        let mut buf = vec![0u8; 16384];
+        let t0 = Instant::now();
+        for &(off, len) in &ranges {
+            assert_eq!(file.read_at(&mut buf, off).unwrap(), len);
+        }
+        serial.push(t0.elapsed().as_secs_f64() * 1e3);
+        reqs.1 = e.stats().requests;
+    }
+    let mut ratios: Vec<f64> = serial.iter().zip(&batch).map(|(s, b)| s / b).collect();
+    let (batch_rounds, serial_rounds) = (batch.clone(), serial.clone());
+    let (b, b0, b1) = median(&mut batch);
+    let (s, s0, s1) = median(&mut serial);
+    let (x, x0, x1) = median(&mut ratios);
+    println!("1,000 scattered 16 KiB ranges of a 2 GiB file, cold; median (min-max) of {repeat}");
+    println!(
+        "read_many:        {b:8.1} ms ({b0:.1}-{b1:.1}), {} requests",
+        reqs.0
+    );
+    println!(
+        "1,000 x read_at:  {s:8.1} ms ({s0:.1}-{s1:.1}), {} requests",
+        reqs.1
+    );
+    println!("speedup per round: {x:.2}x ({x0:.2}-{x1:.2})");
+    println!(
+        "each round, read_many / read_at ms: {}",
+        batch_rounds
+            .iter()
+            .zip(&serial_rounds)
+            .map(|(b, s)| format!("{b:.1}/{s:.1}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+}
+
+fn scan(e: &Engine, path: &Path) -> f64 {
+    let file = e.open(path).unwrap();
+    let mut buf = vec![0u8; 4096];
+    let t0 = Instant::now();
+    let mut off = 0;
+    loop {
+        let n = file.read_at(&mut buf, off).unwrap();
+        if n == 0 {
+            break;
+        }
+        off += n as u64;
+    }
+    off as f64 / t0.elapsed().as_secs_f64() / 1e6
+}
+
+fn bench_idle(dir: &Path, repeat: usize) {
+    let path = dir.join("embed-1g");
+    data_file(&path, 1 << 30);
+    let idle_dir = dir.join("embed-idle");
+    std::fs::create_dir_all(&idle_dir).unwrap();
+    let idle_paths: Vec<PathBuf> = (0..10_000)
+        .map(|i| idle_dir.join(format!("{i:05}.sst")))
+        .collect();
+    for p in &idle_paths {
+        if std::fs::metadata(p).map(|m| m.len()).ok() != Some(64 << 20) {
+            std::fs::File::create(p).unwrap().set_len(64 << 20).unwrap();
+        }
+    }
+    let (mut alone, mut crowd, mut shares) = (Vec::new(), Vec::new(), (0, 0));
+    for _ in 0..repeat {
+        let e = engine("adaptive", 512 << 20);
+        alone.push(scan(&e, &path));
+        shares.0 = e.stats().readahead_share_bytes;
+        drop(e);
+        let e = engine("adaptive", 512 << 20);
+        let open: Vec<File> = idle_paths.iter().map(|p| e.open(p).unwrap()).collect();
+        crowd.push(scan(&e, &path));
+        shares.1 = e.stats().readahead_share_bytes;
+        drop(open);
+    }
+    let mut ratios: Vec<f64> = crowd.iter().zip(&alone).map(|(c, a)| c / a).collect();
+    let (a, a0, a1) = median(&mut alone);
+    let (c, c0, c1) = median(&mut crowd);
+    let (x, x0, x1) = median(&mut ratios);
+    println!("1 GiB scanned with 4 KiB reads, 512 MiB budget; median (min-max) of {repeat}, MB/s");
+    println!(
+        "alone:                      {a:7.0} ({a0:.0}-{a1:.0}), share {} MiB",
+        shares.0 >> 20
+    );
+    println!(
+        "with 10,000 idle files open: {c:7.0} ({c0:.0}-{c1:.0}), share {} MiB",
+        shares.1 >> 20
+    );
+    println!("with / alone per round: {x:.3} ({x0:.3}-{x1:.3})");
+}
+
+fn main() {
+    let what = std::env::args().nth(1).unwrap_or_else(|| "all".into());
+    let repeat: usize = arg("--repeat").and_then(|r| r.parse().ok()).unwrap_or(5);
+    let dir = PathBuf::from(arg("--dir").unwrap_or_else(|| "/work/bench".into()));
+    std::fs::create_dir_all(&dir).unwrap();
+    if what == "async-only" {
+        let path = dir.join("embed-2g");
+        for r in 0..repeat {
+            let (i, c) = async_run(&path, 200_000, r as u64 + 1);
+            println!("async: {i:.0} reads/s, {c:.2} us CPU/read");
+        }
+    }
+    if what == "async" || what == "all" {
+        bench_async(&dir, repeat);
+    }
+    if what == "many" || what == "all" {
+        bench_many(&dir, repeat);
+    }
+    if what == "idle" || what == "all" {
+        bench_idle(&dir, repeat);
+    }
+}

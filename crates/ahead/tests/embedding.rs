@@ -1,0 +1,438 @@
+//! The embedding API: async reads under tokio, batches of ranges, prefetches that are awaited
+//! or cancelled, read streams, per-file options and opening from a descriptor. Every byte is
+//! checked against pread(2), for every backend, under a budget small enough to evict.
+
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ahead::engine::{BackendChoice, Engine, OpenOptions};
+use proptest::prelude::*;
+
+mod common;
+use common::pread;
+
+fn dir() -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("embedding-tests");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A file of `size` seeded random bytes (made once).
+fn make_file(name: &str, size: usize) -> PathBuf {
+    let path = dir().join(name);
+    if std::fs::metadata(&path).map(|m| m.len()).ok() != Some(size as u64) {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, common::content(size, size as u64 ^ 0xA5)).unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+    }
+    path
+}
+
+fn engine(backend: BackendChoice, policy: &str, budget: u64) -> Engine {
+    Engine::builder()
+        .backend(backend)
+        .policy(policy)
+        .budget(budget)
+        .threads(4)
+        .record_requests(true)
+        .build()
+        .unwrap()
+}
+
+const BACKENDS: [BackendChoice; 3] = [
+    BackendChoice::URING,
+    BackendChoice::THREADS,
+    BackendChoice::SYNC,
+];
+
+fn runtime(threads: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .build()
+        .unwrap()
+}
+
+/// A xorshift stream from `seed`.
+fn rng(seed: u64) -> impl FnMut() -> u64 {
+    let mut x = seed | 1;
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}
+
+/// Ranges of every kind: inside, straddling the end, past it, empty, overlapping.
+fn ranges(size: u64, n: usize, seed: u64) -> Vec<(u64, usize)> {
+    let mut next = rng(seed);
+    (0..n)
+        .map(|_| {
+            let off = next() % (size + 20_000);
+            let len = match next() % 4 {
+                0 => 0,
+                1 => (next() % 100) as usize,
+                2 => (next() % 20_000) as usize,
+                _ => 16 << 10,
+            };
+            (off, len)
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    /// Many tasks on a tokio runtime, each with its own random reads, under a 1 MiB budget:
+    /// every async read returns what pread does.
+    #[test]
+    fn async_reads_equal_pread(
+        size in prop_oneof![1usize..5000, 5000usize..2_000_000],
+        backend in 0usize..3,
+        policy in prop::sample::select(vec!["adaptive", "linux-ondemand", "none"]),
+        tasks in 1usize..=32,
+        workers in 1usize..=4,
+        seed in any::<u64>(),
+    ) {
+        let path = make_file(&format!("async-{size}"), size);
+        let engine = engine(BACKENDS[backend], policy, 1 << 20);
+        let file = Arc::new(engine.open(&path).unwrap());
+        let reference = Arc::new(std::fs::File::open(&path).unwrap());
+        let rt = runtime(workers);
+        let wrong = rt.block_on(async {
+            let mut handles = Vec::new();
+            for t in 0..tasks {
+                let (file, reference) = (file.clone(), reference.clone());
+                handles.push(tokio::spawn(async move {
+                    let mut wrong = 0;
+                    for (off, len) in ranges(size as u64, 20, seed ^ t as u64) {
+                        let mut buf = vec![0xEEu8; len];
+                        let n = file.read_at_async(&mut buf, off).await.unwrap();
+                        if buf[..n] != pread(&reference, off, len)[..] {
+                            wrong += 1;
+                        }
+                    }
+                    wrong
+                }));
+            }
+            let mut wrong = 0;
+            for h in handles {
+                wrong += h.await.unwrap();
+            }
+            wrong
+        });
+        prop_assert_eq!(wrong, 0);
+        prop_assert_eq!(engine.stats().in_flight_pages, 0);
+    }
+
+    /// `read_many`, blocking and async, returns each range's bytes as pread does, in the
+    /// order asked, under a budget small enough that one batch takes several waves.
+    #[test]
+    fn read_many_equals_pread(
+        size in prop_oneof![1usize..5000, 5000usize..3_000_000],
+        backend in 0usize..3,
+        n in 0usize..200,
+        budget_kib in prop::sample::select(vec![256u64, 1024, 16384]),
+        seed in any::<u64>(),
+    ) {
+        let path = make_file(&format!("many-{size}"), size);
+        let engine = engine(BACKENDS[backend], "adaptive", budget_kib << 10);
+        let file = engine.open(&path).unwrap();
+        let reference = std::fs::File::open(&path).unwrap();
+        let rs = ranges(size as u64, n, seed);
+        let want: Vec<Vec<u8>> = rs.iter().map(|&(o, l)| pread(&reference, o, l)).collect();
+        prop_assert!(file.read_many(&rs).unwrap() == want, "blocking read_many");
+        let got = runtime(2).block_on(file.read_many_async(&rs)).unwrap();
+        prop_assert!(got == want, "async read_many");
+    }
+
+    /// A read stream yields every range, in order, as pread reads it.
+    #[test]
+    fn read_stream_equals_pread(
+        size in 5000usize..3_000_000,
+        backend in 0usize..3,
+        n in 0usize..300,
+        seed in any::<u64>(),
+    ) {
+        let path = make_file(&format!("stream-{size}"), size);
+        let engine = engine(BACKENDS[backend], "none", 1 << 20);
+        let file = engine.open(&path).unwrap();
+        let reference = std::fs::File::open(&path).unwrap();
+        let rs = ranges(size as u64, n, seed);
+        let mut i = 0;
+        for got in file.read_stream(rs.iter().copied()) {
+            let (off, bytes) = got.unwrap();
+            prop_assert_eq!(off, rs[i].0);
+            prop_assert!(bytes == pread(&reference, rs[i].0, rs[i].1), "range {}", i);
+            i += 1;
+        }
+        prop_assert_eq!(i, rs.len());
+        // And as futures.
+        let mut stream = file.read_stream(rs.iter().copied());
+        let rt = runtime(1);
+        let mut j = 0;
+        while let Some(got) = rt.block_on(stream.next_async()) {
+            let (_, bytes) = got.unwrap();
+            prop_assert!(bytes == pread(&reference, rs[j].0, rs[j].1), "async range {}", j);
+            j += 1;
+        }
+        prop_assert_eq!(j, rs.len());
+    }
+}
+
+/// Adjacent ranges go out as one request; a lone range as its own.
+#[test]
+fn read_many_merges_adjacent_ranges_into_one_request() {
+    let path = make_file("merge", 4 << 20);
+    for backend in BACKENDS {
+        let engine = engine(backend, "none", 64 << 20);
+        let file = engine.open(&path).unwrap();
+        // Three adjacent 16 KiB blocks (given out of order), and one far away.
+        let rs = [
+            (32 << 10, 16 << 10),
+            (0, 16 << 10),
+            (16 << 10, 16 << 10),
+            (3 << 20, 16 << 10),
+        ];
+        let out = file.read_many(&rs).unwrap();
+        assert_eq!(
+            out.iter().map(Vec::len).collect::<Vec<_>>(),
+            vec![16 << 10; 4]
+        );
+        let log = engine.request_log();
+        let spans: Vec<(u64, u64)> = log.iter().map(|r| (r.first_page, r.pages)).collect();
+        assert!(
+            spans.contains(&(0, 12)),
+            "{backend:?}: the three adjacent blocks in one request: {spans:?}"
+        );
+        assert!(
+            spans.iter().any(|&(f, _)| f == 768),
+            "{backend:?}: {spans:?}"
+        );
+        assert_eq!(log.len(), 2, "{backend:?}: {spans:?}");
+    }
+}
+
+/// A prefetch reads its ranges under a policy that reads nothing ahead (`none`), and once
+/// awaited they are hits.
+#[test]
+fn an_awaited_prefetch_leaves_its_ranges_cached_whatever_the_policy() {
+    let path = make_file("prefetch", 8 << 20);
+    let reference = std::fs::File::open(&path).unwrap();
+    for backend in BACKENDS {
+        let engine = engine(backend, "none", 64 << 20);
+        let file = engine.open(&path).unwrap();
+        let rs = [(1 << 20, 256 << 10), (5 << 20, 64 << 10)];
+        let p = file.prefetch(&rs);
+        assert!(p.requests() >= 2, "{backend:?}");
+        runtime(1).block_on(p).unwrap();
+        let before = engine.stats();
+        for &(off, len) in &rs {
+            let mut buf = vec![0u8; len];
+            assert_eq!(file.read_at(&mut buf, off).unwrap(), len);
+            assert!(buf == pread(&reference, off, len));
+        }
+        let after = engine.stats();
+        assert_eq!(
+            after.miss_pages, before.miss_pages,
+            "{backend:?}: every page a hit"
+        );
+        assert_eq!(after.hit_pages - before.hit_pages, 80, "{backend:?}");
+        assert_eq!(
+            after.requests, before.requests,
+            "{backend:?}: nothing read again"
+        );
+        // And blocking.
+        file.prefetch(&[(7 << 20, 4096)]).wait().unwrap();
+    }
+}
+
+/// A prefetch dropped at once takes back what still waits in the backend's queue: with one
+/// pool thread and 64 requests, most never reach the device, and the pages they claimed are
+/// absent again (nothing stays in flight; reads of them are right).
+#[test]
+fn a_dropped_prefetch_cancels_what_has_not_reached_the_device() {
+    let path = make_file("cancel", 16 << 20);
+    let reference = std::fs::File::open(&path).unwrap();
+    let engine = Engine::builder()
+        .backend(BackendChoice::THREADS)
+        .threads(1)
+        .policy("none")
+        .budget(64 << 20)
+        .io_max_kb(256)
+        .build()
+        .unwrap();
+    let file = engine.open(&path).unwrap();
+    let p = file.prefetch(&[(0, 16 << 20)]);
+    assert_eq!(p.requests(), 64);
+    drop(p);
+    let s = engine.stats();
+    assert!(
+        s.cancelled_requests >= 32,
+        "cancelled {}",
+        s.cancelled_requests
+    );
+    for _ in 0..200 {
+        if engine.stats().in_flight_pages == 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(engine.stats().in_flight_pages, 0);
+    let mut buf = vec![0u8; 1 << 20];
+    assert_eq!(file.read_at(&mut buf, 15 << 20).unwrap(), 1 << 20);
+    assert!(buf == pread(&reference, 15 << 20, 1 << 20));
+}
+
+/// A read stream of cold blocks looks further ahead as its reads need I/O, and of cached ones
+/// falls back to one.
+#[test]
+fn a_read_stream_looks_further_ahead_while_reads_need_io() {
+    let path = make_file("distance", 8 << 20);
+    let engine = engine(BackendChoice::URING, "none", 64 << 20);
+    let file = engine.open(&path).unwrap();
+    let blocks: Vec<(u64, usize)> = (0..64).map(|b| (b * 3 * 8192, 8192)).collect();
+    let mut stream = file.read_stream(blocks.clone());
+    stream.next().unwrap().unwrap();
+    let cold = stream.distance();
+    assert!(cold >= 32, "distance after cold reads: {cold}");
+    for b in stream {
+        b.unwrap();
+    }
+    let mut again = file.read_stream(blocks);
+    again.next().unwrap().unwrap();
+    assert_eq!(again.distance(), 1, "all cached: no look-ahead");
+}
+
+/// Per-open options: a policy by name, caps, a block size every request is aligned to, and
+/// clear errors for a bad block size or policy name.
+#[test]
+fn open_options_set_policy_caps_and_block_alignment() {
+    let path = make_file("options", 4 << 20);
+    let reference = std::fs::File::open(&path).unwrap();
+    let engine = engine(BackendChoice::URING, "adaptive", 64 << 20);
+    let file = OpenOptions::new()
+        .policy("none")
+        .block_size(16 << 10)
+        .open(&engine, &path)
+        .unwrap();
+    let mut buf = vec![0u8; 100];
+    for off in [5000u64, 70_000, 1 << 20, (4 << 20) - 50] {
+        let n = file.read_at(&mut buf, off).unwrap();
+        assert!(buf[..n] == pread(&reference, off, 100)[..]);
+    }
+    let log = engine.request_log();
+    assert_eq!(log.len(), 4, "policy none: one request per read: {log:?}");
+    for r in &log {
+        assert_eq!(r.first_page % 4, 0, "{r:?}");
+        assert_eq!((r.first_page + r.pages) % 4, 0, "{r:?}");
+        assert!(!r.ahead);
+    }
+    for bad in [0u64, 1000, 6000] {
+        let e = OpenOptions::new()
+            .block_size(bad)
+            .open(&engine, &path)
+            .unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{bad}: {e}");
+    }
+    let e = OpenOptions::new()
+        .policy("no-such")
+        .open(&engine, &path)
+        .unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("no-such"), "{e}");
+    // A window cap: `fixed` reads exactly its window ahead.
+    let capped = OpenOptions::new()
+        .policy("fixed")
+        .window_max(64 << 10)
+        .open(&engine, make_file("options-2", 1 << 20))
+        .unwrap();
+    engine.take_request_log();
+    capped.read_at(&mut buf, 0).unwrap();
+    let log = engine.take_request_log();
+    assert!(log.iter().all(|r| r.pages <= 16), "{log:?}");
+}
+
+/// A policy value of the caller's own drives the file.
+#[test]
+fn a_policy_value_drives_the_file() {
+    let path = make_file("value", 1 << 20);
+    let engine = engine(BackendChoice::URING, "adaptive", 64 << 20);
+    let config = ahead::PolicyConfig {
+        ra_max_pages: 8,
+        io_max_pages: 8,
+        fixed_pages: 8,
+        folio_max_order: 0,
+    };
+    let policy = ahead::policy::by_name("fixed", config).unwrap();
+    let file = OpenOptions::new()
+        .policy_value(policy)
+        .open(&engine, &path)
+        .unwrap();
+    let mut buf = vec![0u8; 4096];
+    file.read_at(&mut buf, 0).unwrap();
+    let log = engine.request_log();
+    assert!(log.iter().any(|r| r.ahead && r.pages == 8), "{log:?}");
+}
+
+/// A descriptor the caller opened (without O_DIRECT) is read with O_DIRECT through one of the
+/// engine's own, every byte right; a write-only one is refused.
+#[test]
+fn open_from_a_descriptor() {
+    let path = make_file("fd", 3 << 20);
+    let reference = std::fs::File::open(&path).unwrap();
+    let engine = engine(BackendChoice::URING, "adaptive", 64 << 20);
+    let fd: OwnedFd = std::fs::File::open(&path).unwrap().into();
+    let file = engine.open_fd(fd, "table.dat", OpenOptions::new()).unwrap();
+    assert!(file.is_direct());
+    assert_eq!(file.len(), 3 << 20);
+    let mut buf = vec![0u8; 100_000];
+    let n = file.read_at(&mut buf, 12345).unwrap();
+    assert!(buf[..n] == pread(&reference, 12345, 100_000)[..]);
+    let wo: OwnedFd = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .into();
+    let e = engine.open_fd(wo, "w.dat", OpenOptions::new()).unwrap_err();
+    assert!(e.to_string().contains("w.dat"), "{e}");
+}
+
+/// Idle handles take no share of the readahead budget: with 10,000 handles open and never
+/// read, a scanned file has the share it has alone; a handle read joins, and leaves once idle.
+#[test]
+fn idle_handles_take_no_share_of_the_budget() {
+    let engine = engine(BackendChoice::URING, "adaptive", 512 << 20);
+    let big = dir().join("sparse-64m");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(64 << 20)
+        .unwrap();
+    let scanned = make_file("scanned", 8 << 20);
+    let alone = {
+        let f = engine.open(&scanned).unwrap();
+        let mut buf = [0u8; 4096];
+        f.read_at(&mut buf, 0).unwrap();
+        engine.stats().readahead_share_bytes
+    };
+    let idle: Vec<_> = (0..10_000).map(|_| engine.open(&big).unwrap()).collect();
+    let f = engine.open(&scanned).unwrap();
+    let mut buf = [0u8; 4096];
+    f.read_at(&mut buf, 4096).unwrap();
+    let s = engine.stats();
+    assert_eq!(s.readahead_share_bytes, alone, "10,000 idle handles");
+    assert_eq!(s.active_handles, 1);
+    // Read one of the idle ones: two share now.
+    idle[0].read_at(&mut buf, 0).unwrap();
+    assert_eq!(engine.stats().active_handles, 2);
+    // Idle for longer than the limit, and a read of the scanned file sweeps it out.
+    std::thread::sleep(std::time::Duration::from_millis(
+        ahead::engine::IDLE_AFTER_MS + 300,
+    ));
+    f.read_at(&mut buf, 8192).unwrap();
+    assert_eq!(engine.stats().active_handles, 1);
+    drop(idle);
+    drop(f);
+    assert_eq!(engine.stats().active_handles, 0);
+}
