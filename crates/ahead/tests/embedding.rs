@@ -81,6 +81,17 @@ fn ranges(size: u64, n: usize, seed: u64) -> Vec<(u64, usize)> {
         .collect()
 }
 
+/// Whether the engine's reads in flight all land within two seconds.
+fn settles(engine: &Engine) -> bool {
+    for _ in 0..200 {
+        if engine.stats().in_flight_pages == 0 {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    false
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
 
@@ -123,7 +134,9 @@ proptest! {
             wrong
         });
         prop_assert_eq!(wrong, 0);
-        prop_assert_eq!(engine.stats().in_flight_pages, 0);
+        // The reads are done; what their policies read ahead may still be landing. Nothing
+        // may stay in flight for good.
+        prop_assert!(settles(&engine), "pages left in flight");
     }
 
     /// `read_many`, blocking and async, returns each range's bytes as pread does, in the
@@ -273,13 +286,7 @@ fn a_dropped_prefetch_cancels_what_has_not_reached_the_device() {
         "cancelled {}",
         s.cancelled_requests
     );
-    for _ in 0..200 {
-        if engine.stats().in_flight_pages == 0 {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    assert_eq!(engine.stats().in_flight_pages, 0);
+    assert!(settles(&engine), "pages left in flight");
     let mut buf = vec![0u8; 1 << 20];
     assert_eq!(file.read_at(&mut buf, 15 << 20).unwrap(), 1 << 20);
     assert!(buf == pread(&reference, 15 << 20, 1 << 20));
