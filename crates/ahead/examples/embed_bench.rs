@@ -27,35 +27,14 @@ fn arg(name: &str) -> Option<String> {
         .and_then(|i| args.get(i + 1).cloned())
 }
 
-/// A file of `bytes` random-ish bytes at `path`, written once.
+/// A file of at least `bytes` random bytes at `path`, written once.
 fn data_file(path: &Path, bytes: u64) {
-    if std::fs::metadata(path).map(|m| m.len()).ok() == Some(bytes) {
-        return;
-    }
-    use std::io::Write;
-    let mut f = std::fs::File::create(path).unwrap();
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let mut buf = vec![0u8; 1 << 20];
-    for _ in 0..bytes >> 20 {
-        for w in buf.chunks_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            w.copy_from_slice(&x.to_le_bytes());
-        }
-        f.write_all(&buf).unwrap();
-    }
-    f.sync_all().unwrap();
+    ahead::kernel::capture::ensure_file(path, bytes).unwrap();
 }
 
 fn rng(seed: u64) -> impl FnMut() -> u64 {
-    let mut x = seed | 1;
-    move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    }
+    let mut r = ahead::pattern::SplitMix64(seed);
+    move || r.next_u64()
 }
 
 /// CPU time of this process so far (user + system).

@@ -53,15 +53,10 @@ fn runtime(threads: usize) -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// A xorshift stream from `seed`.
+/// A random stream from `seed`.
 fn rng(seed: u64) -> impl FnMut() -> u64 {
-    let mut x = seed | 1;
-    move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    }
+    let mut r = ahead::pattern::SplitMix64(seed);
+    move || r.next_u64()
 }
 
 /// Ranges of every kind: inside, straddling the end, past it, empty, overlapping.

@@ -216,26 +216,9 @@ impl File {
                 })
                 .collect();
             s.sort_unstable();
-            merge_spans(s, self.merge_gap_pages(), self.io_max.max(1))
+            s
         };
-        let mut ops = Vec::new();
-        let mut refaults = 0;
-        for (first, end) in spans {
-            self.engine.start_io_as(
-                &self.data,
-                self.io_max,
-                self.aligned(IoRequest::ahead(first, end - first)),
-                false,
-                &mut refaults,
-                &mut ops,
-            );
-        }
-        let issued = ops
-            .iter()
-            .map(|op| (op.first_page, op.slots.len() as u64))
-            .collect();
-        self.engine.submit_as(&mut ops, false);
-        self.report_refaults(refaults);
+        let issued = self.issue_spans(spans, self.merge_gap_pages(), IoKind::Ahead);
         Prefetch {
             engine: self.engine.clone(),
             data: self.data.clone(),
@@ -262,6 +245,31 @@ impl File {
             max_pages: cap,
             current: None,
         }
+    }
+
+    /// Read the sorted page spans `[first, end)` of `spans`, merged where at most `gap_pages`
+    /// apart, as requests of `kind` handed to the backend together (none waits for room, or
+    /// is read in this thread). Returns the requests sent: (first page, pages).
+    fn issue_spans(&self, spans: Vec<(u64, u64)>, gap_pages: u64, kind: IoKind) -> Vec<(u64, u64)> {
+        let mut ops = Vec::new();
+        let mut refaults = 0;
+        for (first, end) in merge_spans(spans, gap_pages, self.io_max.max(1)) {
+            self.engine.start_io_as(
+                &self.data,
+                self.io_max,
+                self.aligned(IoRequest::of_kind(kind, first, end - first)),
+                false,
+                &mut refaults,
+                &mut ops,
+            );
+        }
+        let issued = ops
+            .iter()
+            .map(|op| (op.first_page, op.slots.len() as u64))
+            .collect();
+        self.engine.submit_as(&mut ops, false);
+        self.report_refaults(refaults);
+        issued
     }
 
     /// The widest gap between two ranges worth reading through rather than asking for
@@ -296,20 +304,7 @@ impl File {
                     }
                     b.issued += 1;
                 }
-                let mut ops = Vec::new();
-                let mut refaults = 0;
-                for (first, end) in merge_spans(spans, self.merge_gap_pages(), self.io_max.max(1)) {
-                    self.engine.start_io_as(
-                        &self.data,
-                        self.io_max,
-                        self.aligned(IoRequest::sync(first, end - first)),
-                        false,
-                        &mut refaults,
-                        &mut ops,
-                    );
-                }
-                self.engine.submit_as(&mut ops, false);
-                self.report_refaults(refaults);
+                self.issue_spans(spans, self.merge_gap_pages(), IoKind::Sync);
             }
             let i = b.order[b.copied];
             let (off, len) = b.ranges[i];
@@ -422,11 +417,11 @@ impl Future for Prefetch {
             while this.next.1 < pages {
                 match cache.poll_settled(&this.data.table, first + this.next.1, cx.waker()) {
                     Poll::Pending => return Poll::Pending,
-                    Poll::Ready(cache::Lookup::Failed(f)) => {
+                    Poll::Ready(Some(f)) => {
                         this.done = true;
                         return Poll::Ready(Err(f.error()));
                     }
-                    Poll::Ready(_) => this.next.1 += 1,
+                    Poll::Ready(None) => this.next.1 += 1,
                 }
             }
             this.next = (this.next.0 + 1, 0);
@@ -527,20 +522,7 @@ impl<'a, I: Iterator<Item = Range>> ReadStream<'a, I> {
             return;
         }
         spans.sort_unstable();
-        let mut ops = Vec::new();
-        let mut refaults = 0;
-        for (first, end) in merge_spans(spans, 0, f.io_max.max(1)) {
-            f.engine.start_io_as(
-                &f.data,
-                f.io_max,
-                f.aligned(IoRequest::ahead(first, end - first)),
-                false,
-                &mut refaults,
-                &mut ops,
-            );
-        }
-        f.engine.submit_as(&mut ops, false);
-        f.report_refaults(refaults);
+        f.issue_spans(spans, 0, IoKind::Ahead);
     }
 
     fn poll_block(&mut self, wait: Wait<'_>) -> Poll<Option<Block>> {

@@ -44,7 +44,8 @@
 //!   neighbour's io_uring buffer again, which spans the unit).
 //!
 //! Lock order: the allocator (the clock) before a shard. Readers take shard locks only, one at
-//! a time, and never the allocator while holding one.
+//! a time, and never the allocator while holding one. A shard's list of async tasks (`Wakers`)
+//! is taken under that shard's lock or under none, and nothing is taken while it is held.
 //!
 //! One file, over 700 lines, on purpose: the word layout below, the lock order above and every
 //! function that moves a page from one state to another must be read together to check that a
@@ -842,18 +843,7 @@ impl Cache {
                     g = sh.changed.wait(g).unwrap_or_else(|p| p.into_inner());
                     sh.waiters.fetch_sub(1, Ordering::AcqRel);
                 }
-                word::FAILED => {
-                    let f = self
-                        .failures
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .get(&(t.id, page))
-                        .cloned();
-                    return match f {
-                        Some(f) => Lookup::Failed(f),
-                        None => Lookup::Absent,
-                    };
-                }
+                word::FAILED => return self.failure_of(t, page),
                 _ => return Lookup::Absent,
             }
         }
@@ -895,28 +885,36 @@ impl Cache {
         }
     }
 
-    /// Whether `page` has settled (ready, failed or absent: not in flight), registering the
-    /// task of `waker` with its shard if not. For a prefetch that waits without copying.
-    pub fn poll_settled(&self, t: &PageTable, page: u64, waker: &Waker) -> Poll<Lookup> {
+    /// Whether `page` has settled (not in flight: ready, absent, or failed with the kept
+    /// failure), registering the task of `waker` with its shard if not. For a prefetch that
+    /// waits without copying.
+    pub fn poll_settled(
+        &self,
+        t: &PageTable,
+        page: u64,
+        waker: &Waker,
+    ) -> Poll<Option<Arc<Failure>>> {
         let Some(w) = t.get(page) else {
-            return Poll::Ready(Lookup::Absent);
+            return Poll::Ready(None);
         };
         if word::state(w.load(Ordering::Acquire)) == word::READY {
-            return Poll::Ready(Lookup::Copied { n: 0, whole: true });
+            return Poll::Ready(None);
         }
         let shard = shard_of(t.id, page);
         let g = self.lock(shard);
         match word::state(w.load(Ordering::Acquire)) {
-            word::READY => Poll::Ready(Lookup::Copied { n: 0, whole: true }),
             word::IN_FLIGHT => {
                 self.shards[shard].tasks.register(waker);
                 Poll::Pending
             }
             word::FAILED => {
                 drop(g);
-                Poll::Ready(self.failure_of(t, page))
+                match self.failure_of(t, page) {
+                    Lookup::Failed(f) => Poll::Ready(Some(f)),
+                    _ => Poll::Ready(None),
+                }
             }
-            _ => Poll::Ready(Lookup::Absent),
+            _ => Poll::Ready(None),
         }
     }
 

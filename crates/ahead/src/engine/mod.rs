@@ -248,7 +248,7 @@ impl Engine {
         make: impl FnOnce(PolicyConfig) -> Box<dyn Policy>,
     ) -> io::Result<File> {
         let opened = source::open(path.as_ref(), &self.open_settings())?;
-        self.open_source(opened, OpenOptions::new(), Some(Box::new(make)))
+        self.open_source(opened, &OpenOptions::new(), Box::new(make))
     }
 
     /// Open `path` with per-file options (policy, window and request caps, `O_DIRECT`,
@@ -259,15 +259,11 @@ impl Engine {
     pub fn open_with_options(
         &self,
         path: impl AsRef<Path>,
-        options: OpenOptions,
+        mut options: OpenOptions,
     ) -> io::Result<File> {
-        options.block_pages()?;
-        let mut settings = self.open_settings();
-        if let Some(direct) = options.direct {
-            settings.direct = direct;
-        }
-        let opened = source::open(path.as_ref(), &settings)?;
-        self.open_source(opened, options, None)
+        let make = self.policy_maker(std::mem::take(&mut options.policy))?;
+        let opened = source::open(path.as_ref(), &self.settings_with(&options)?)?;
+        self.open_source(opened, &options, make)
     }
 
     /// Open a local file from a descriptor the caller opened (and hands over: it is the
@@ -283,15 +279,11 @@ impl Engine {
         &self,
         fd: std::os::fd::OwnedFd,
         name: impl AsRef<Path>,
-        options: OpenOptions,
+        mut options: OpenOptions,
     ) -> io::Result<File> {
-        options.block_pages()?;
-        let mut settings = self.open_settings();
-        if let Some(direct) = options.direct {
-            settings.direct = direct;
-        }
-        let opened = source::local::open_owned(fd, name.as_ref(), &settings)?;
-        self.open_source(opened, options, None)
+        let make = self.policy_maker(std::mem::take(&mut options.policy))?;
+        let opened = source::local::open_owned(fd, name.as_ref(), &self.settings_with(&options)?)?;
+        self.open_source(opened, &options, make)
     }
 
     /// What the store says of the object at `url` (`s3://bucket/key`, `http(s)://host/path`),
@@ -325,8 +317,9 @@ impl Engine {
     /// As [`Engine::open`]; `IsADirectory` for a prefix.
     #[cfg(feature = "remote")]
     pub fn open_object(&self, info: &ObjectInfo) -> io::Result<File> {
+        let make = self.policy_maker(PolicyChoice::Engine)?;
         let opened = source::remote::open_known(info, &self.open_settings())?;
-        self.open_source(opened, OpenOptions::new(), None)
+        self.open_source(opened, &OpenOptions::new(), make)
     }
 
     /// The engine's settings a source is opened with.
@@ -339,28 +332,44 @@ impl Engine {
         }
     }
 
+    /// The settings a source is opened with under `options` (its `O_DIRECT` choice), once the
+    /// options are checked.
+    fn settings_with(&self, options: &OpenOptions) -> io::Result<source::OpenSettings<'_>> {
+        options.block_pages()?;
+        let mut settings = self.open_settings();
+        if let Some(direct) = options.direct {
+            settings.direct = direct;
+        }
+        Ok(settings)
+    }
+
+    /// What makes a file's policy under `choice`: a name is checked here, before any file is
+    /// opened.
+    fn policy_maker(&self, choice: PolicyChoice) -> io::Result<MakeOnce<'static>> {
+        let named = |name: &str| -> io::Result<MakeOnce<'static>> {
+            let make =
+                policy::maker(name).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+            Ok(Box::new(make))
+        };
+        match choice {
+            PolicyChoice::Engine => named(&self.inner.config.policy),
+            PolicyChoice::Named(name) => named(&name),
+            PolicyChoice::Value(policy) => Ok(Box::new(move |_| policy)),
+            PolicyChoice::Maker(make) => Ok(make),
+        }
+    }
+
     /// Open a source already opened by its kind (see `source`): share the pages of an open of
     /// the same version, or give it a page table of its own; then give it a policy.
-    /// `make`, if given, makes the policy (the caller's, through [`Engine::open_with`]) in place
-    /// of the one `options` names.
+    /// `make` makes its policy from the settings for this file.
     fn open_source(
         &self,
         opened: source::Opened,
-        options: OpenOptions,
-        make: Option<MakeOnce<'_>>,
+        options: &OpenOptions,
+        make: MakeOnce<'_>,
     ) -> io::Result<File> {
         let inner = &self.inner;
         let block_pages = options.block_pages()?;
-        // A name is checked before anything is shared.
-        let named = match &options.policy {
-            _ if make.is_some() => None,
-            PolicyChoice::Engine => Some(&inner.config.policy),
-            PolicyChoice::Named(n) => Some(n),
-            _ => None,
-        };
-        let named = named
-            .map(|n| policy::maker(n).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e)))
-            .transpose()?;
         let key = opened.identity.object.clone();
         let data = {
             let mut reg = inner.files.lock().unwrap_or_else(|p| p.into_inner());
@@ -405,14 +414,8 @@ impl Engine {
             }
         };
         inner.core.meters.opened(&data.meter);
-        let config = self.policy_config(&data, &options);
-        let mut policy = match (named, options.policy) {
-            _ if make.is_some() => make.map(|m| m(config)).expect("checked"),
-            (Some(make), _) => make(config),
-            (None, PolicyChoice::Value(p)) => p,
-            (None, PolicyChoice::Maker(make)) => make(config),
-            (None, _) => unreachable!("a named policy was made above"),
-        };
+        let config = self.policy_config(&data, options);
+        let mut policy = make(config);
         let (estimate, version) = {
             let mut m = data.meter.lock();
             if let Some(model) = data.source.limits().starts_as {

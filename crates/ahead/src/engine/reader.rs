@@ -297,7 +297,7 @@ impl File {
     /// the reads that wait for it and caches nothing, so the next read tries again. Bytes
     /// copied before the failure are returned instead, as `pread(2)` returns a short count.
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let Some(mut cur) = self.begin_read(buf, offset)? else {
+        let Some(mut cur) = self.begin_read_as(buf, offset, Wait::Block)? else {
             return Ok(0);
         };
         match self.copy_rest(&mut cur, buf, Wait::Block) {
@@ -307,12 +307,9 @@ impl File {
     }
 
     /// The first half of a read: the size check, the pages already ready copied out without
-    /// waiting, and the read shown to the policy (which starts what it wants). `None` at or
-    /// past the end of the file. What is left is [`File::copy_rest`]'s.
-    pub(super) fn begin_read(&self, buf: &mut [u8], offset: u64) -> io::Result<Option<ReadCursor>> {
-        self.begin_read_as(buf, offset, Wait::Block)
-    }
-
+    /// waiting, and the read shown to the policy (which starts what it wants; a synchronous
+    /// read of it is done in this thread only under [`Wait::Block`]). `None` at or past the end
+    /// of the file. What is left is [`File::copy_rest`]'s.
     pub(super) fn begin_read_as(
         &self,
         buf: &mut [u8],
@@ -376,7 +373,7 @@ impl File {
         false
     }
 
-    /// The rest of a read begun with [`File::begin_read`] (or a batch's range, which no policy
+    /// The rest of a read begun with [`File::begin_read_as`] (or a batch's range, which no policy
     /// sees): each page copied out as it becomes ready, an absent one read, a failed one
     /// tried once more. With [`Wait::Block`] it waits, in this thread, and never returns
     /// `Pending`; with [`Wait::Task`] a page in flight or a cache with no room parks the task

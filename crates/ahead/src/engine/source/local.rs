@@ -176,7 +176,12 @@ pub fn sizeless(path: &Path) -> io::Result<Option<String>> {
 /// Open `path` for reading: a regular file, with `O_DIRECT` unless the engine turned it off or
 /// the filesystem refuses it (or needs an alignment above the page).
 fn open(path: &Path, settings: &OpenSettings) -> io::Result<Opened> {
-    let (fd, st, buffered_because) = open_fd(path, settings.direct)?;
+    // First a plain open: it gives the right error for a missing file or a directory, and
+    // does not block on a FIFO.
+    let plain = os::open_read(path, libc::O_NONBLOCK).map_err(|e| with_path(path, e))?;
+    let (fd, st, buffered_because) = for_reading(plain, path, settings.direct, |_| {
+        os::open_read(path, libc::O_DIRECT)
+    })?;
     opened(fd, st, buffered_because, path, settings)
 }
 
@@ -185,20 +190,6 @@ fn open(path: &Path, settings: &OpenSettings) -> io::Result<Opened> {
 /// wanted, is opened again with it through `/proc/self/fd` (the caller's file description
 /// keeps its flags); where that fails it is read buffered, as a path would be.
 pub(crate) fn open_owned(fd: OwnedFd, name: &Path, settings: &OpenSettings) -> io::Result<Opened> {
-    let st = os::fstat(fd.as_fd()).map_err(|e| with_path(name, e))?;
-    let kind = st.st_mode & libc::S_IFMT;
-    if kind == libc::S_IFDIR {
-        return Err(with_path(name, io::Error::from_raw_os_error(libc::EISDIR)));
-    }
-    let fs = (st.st_size == 0)
-        .then(|| os::fd_fs_type(fd.as_fd()).ok())
-        .flatten();
-    if let Some(why) = sizeless_why(kind, st.st_size, fs) {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            format!("{}: {why} (read it plainly)", name.display()),
-        ));
-    }
     // SAFETY: F_GETFL on a descriptor the caller handed over, open for as long as `fd` is.
     let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
     if flags < 0 {
@@ -213,37 +204,19 @@ pub(crate) fn open_owned(fd: OwnedFd, name: &Path, settings: &OpenSettings) -> i
             ),
         ));
     }
-    if flags & libc::O_NONBLOCK != 0 {
-        os::set_blocking(fd.as_fd()).map_err(|e| with_path(name, e))?;
-    }
-    let (fd, why) = if flags & libc::O_DIRECT != 0 {
-        (fd, None)
-    } else if !settings.direct {
-        (fd, Some("O_DIRECT turned off by the caller".to_string()))
-    } else {
-        let again = Path::new("/proc/self/fd").join(fd.as_raw_fd().to_string());
-        match (
-            os::dio_alignment(fd.as_fd()),
-            os::open_read(&again, libc::O_DIRECT),
-        ) {
-            (Some((mem, off)), Ok(direct))
-                if mem > 0 && off > 0 && mem as u64 <= PAGE_SIZE && off as u64 <= PAGE_SIZE =>
-            {
-                (direct, None)
+    // A descriptor already direct is read as it is (a duplicate of it); any other is opened
+    // again with O_DIRECT, where that is wanted.
+    let already_direct = flags & libc::O_DIRECT != 0;
+    let (fd, st, buffered_because) =
+        for_reading(fd, name, settings.direct || already_direct, |fd| {
+            if already_direct {
+                fd.try_clone()
+            } else {
+                let again = Path::new("/proc/self/fd").join(fd.as_raw_fd().to_string());
+                os::open_read(&again, libc::O_DIRECT)
             }
-            (None, Ok(direct)) => (direct, None),
-            (_, Err(e)) => (fd, Some(format!("O_DIRECT refused ({e})"))),
-            (_, Ok(_)) => (
-                fd,
-                Some("the filesystem does not support O_DIRECT at page alignment".into()),
-            ),
-        }
-    };
-    if why.is_some() {
-        // Advisory: the reads are right without it, only slower.
-        let _ = os::fadvise(fd.as_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
-    }
-    opened(fd, st, why, name, settings)
+        })?;
+    opened(fd, st, buffered_because, name, settings)
 }
 
 /// A local file's source, from its descriptor and its `fstat`.
@@ -292,15 +265,21 @@ fn opened(
     })
 }
 
-/// The descriptor to read `path` with, its `fstat`, and why it is buffered if it is.
-fn open_fd(path: &Path, allow_direct: bool) -> io::Result<(OwnedFd, libc::stat, Option<String>)> {
-    // First a plain open: it gives the right error for a missing file or a directory, and
-    // does not block on a FIFO.
-    let plain = os::open_read(path, libc::O_NONBLOCK).map_err(|e| with_path(path, e))?;
-    let st = os::fstat(plain.as_fd()).map_err(|e| with_path(path, e))?;
+/// Make `plain`, a descriptor of `name`, one to read with: refused for a directory or a file
+/// with no size to read ahead in, in blocking mode, and replaced by `reopen_direct`'s
+/// `O_DIRECT` descriptor where direct reads are allowed and the filesystem takes them at page
+/// alignment (given `plain`). Returns the descriptor, its `fstat`, and why it is buffered if
+/// it is.
+fn for_reading(
+    plain: OwnedFd,
+    name: &Path,
+    allow_direct: bool,
+    reopen_direct: impl FnOnce(&OwnedFd) -> io::Result<OwnedFd>,
+) -> io::Result<(OwnedFd, libc::stat, Option<String>)> {
+    let st = os::fstat(plain.as_fd()).map_err(|e| with_path(name, e))?;
     let kind = st.st_mode & libc::S_IFMT;
     if kind == libc::S_IFDIR {
-        return Err(with_path(path, io::Error::from_raw_os_error(libc::EISDIR)));
+        return Err(with_path(name, io::Error::from_raw_os_error(libc::EISDIR)));
     }
     let fs = if st.st_size == 0 {
         os::fd_fs_type(plain.as_fd()).ok()
@@ -310,7 +289,7 @@ fn open_fd(path: &Path, allow_direct: bool) -> io::Result<(OwnedFd, libc::stat, 
     if let Some(why) = sizeless_why(kind, st.st_size, fs) {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
-            format!("{}: {why} (read it plainly)", path.display()),
+            format!("{}: {why} (read it plainly)", name.display()),
         ));
     }
     let buffered = |fd: OwnedFd, why: String| {
@@ -319,7 +298,7 @@ fn open_fd(path: &Path, allow_direct: bool) -> io::Result<(OwnedFd, libc::stat, 
         Ok((fd, st, Some(why)))
     };
     // Back to blocking mode for the reads.
-    os::set_blocking(plain.as_fd()).map_err(|e| with_path(path, e))?;
+    os::set_blocking(plain.as_fd()).map_err(|e| with_path(name, e))?;
     if !allow_direct {
         return buffered(plain, "O_DIRECT turned off by the caller".into());
     }
@@ -338,7 +317,7 @@ fn open_fd(path: &Path, allow_direct: bool) -> io::Result<(OwnedFd, libc::stat, 
         }
         _ => {}
     }
-    match os::open_read(path, libc::O_DIRECT) {
+    match reopen_direct(&plain) {
         Ok(fd) => Ok((fd, st, None)),
         Err(e) => buffered(plain, format!("O_DIRECT refused ({e})")),
     }

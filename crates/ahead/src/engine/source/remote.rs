@@ -685,26 +685,40 @@ mod tests {
             .unwrap()
     }
 
+    /// Put `bytes` at `name` in `store` and open it through `engine` with `policy`.
+    fn put_and_open(
+        engine: &Engine,
+        store: &Arc<InMemory>,
+        name: &str,
+        bytes: Vec<u8>,
+        policy: &str,
+    ) -> crate::engine::File {
+        let location = ObjectPath::from(name);
+        runtime()
+            .unwrap()
+            .block_on(store.put(&location, PutPayload::from(bytes)))
+            .unwrap();
+        let url = PathBuf::from(format!("memory://{name}"));
+        let opened = open_object(url, store.clone(), location).unwrap();
+        let make = Box::new(crate::policy::maker(policy).unwrap());
+        engine
+            .open_source(opened, &crate::engine::OpenOptions::new(), make)
+            .unwrap()
+    }
+
     #[test]
     fn an_object_reads_through_the_engine_byte_for_byte() {
         let store = Arc::new(InMemory::new());
         let size = 3 * 1024 * 1024 + 123;
         let bytes: Vec<u8> = (0..size).map(|i| (i * 13 % 251) as u8).collect();
-        let location = ObjectPath::from("data/object.bin");
-        runtime()
-            .unwrap()
-            .block_on(store.put(&location, PutPayload::from(bytes.clone())))
-            .unwrap();
         let engine = engine();
-        let opened =
-            open_object(PathBuf::from("memory://data/object.bin"), store, location).unwrap();
-        let file = engine
-            .open_source(
-                opened,
-                crate::engine::OpenOptions::new().policy("adaptive"),
-                None,
-            )
-            .unwrap();
+        let file = put_and_open(
+            &engine,
+            &store,
+            "data/object.bin",
+            bytes.clone(),
+            "adaptive",
+        );
         assert_eq!(file.len(), size as u64);
         crate::engine::source::tests::read_to_end_checking(&file, &bytes, 4096, "remote");
         let stats = engine.stats();
@@ -724,24 +738,12 @@ mod tests {
         let store = Arc::new(InMemory::new());
         let size = 40 * 1024 * 1024 + 4321;
         let bytes: Vec<u8> = (0..size).map(|i| (i * 7 % 253) as u8).collect();
-        let location = ObjectPath::from("big.bin");
-        runtime()
-            .unwrap()
-            .block_on(store.put(&location, PutPayload::from(bytes.clone())))
-            .unwrap();
         let engine = Engine::builder()
             .backend(BackendChoice::THREADS)
             .budget(64 << 20)
             .build()
             .unwrap();
-        let opened = open_object(PathBuf::from("memory://big.bin"), store, location).unwrap();
-        let file = engine
-            .open_source(
-                opened,
-                crate::engine::OpenOptions::new().policy("none"),
-                None,
-            )
-            .unwrap();
+        let file = put_and_open(&engine, &store, "big.bin", bytes.clone(), "none");
         // Reads far apart, each a miss read whole by its reader: 9 MiB, an odd offset and
         // length, and the object's end.
         for (at, len) in [
@@ -763,24 +765,9 @@ mod tests {
     #[test]
     fn a_changed_object_is_an_error_not_a_mix_of_versions() {
         let store = Arc::new(InMemory::new());
-        let location = ObjectPath::from("changes.bin");
-        let rt = runtime().unwrap();
-        rt.block_on(store.put(&location, PutPayload::from(vec![1u8; 1 << 20])))
-            .unwrap();
         let engine = engine();
-        let opened = open_object(
-            PathBuf::from("memory://changes.bin"),
-            store.clone(),
-            location.clone(),
-        )
-        .unwrap();
-        let file = engine
-            .open_source(
-                opened,
-                crate::engine::OpenOptions::new().policy("none"),
-                None,
-            )
-            .unwrap();
+        let file = put_and_open(&engine, &store, "changes.bin", vec![1u8; 1 << 20], "none");
+        let (rt, location) = (runtime().unwrap(), ObjectPath::from("changes.bin"));
         let mut buf = vec![0u8; 4096];
         assert_eq!(file.read_at(&mut buf, 0).unwrap(), 4096);
         assert!(buf.iter().all(|&b| b == 1));

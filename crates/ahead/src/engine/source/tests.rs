@@ -101,11 +101,7 @@ fn a_source_without_a_descriptor_reads_through_the_engine_under_every_backend() 
         };
         let make = crate::policy::maker("adaptive").unwrap();
         let file = engine
-            .open_source(
-                opened,
-                crate::engine::OpenOptions::new(),
-                Some(Box::new(make)),
-            )
+            .open_source(opened, &crate::engine::OpenOptions::new(), Box::new(make))
             .unwrap();
         assert_eq!(file.len(), size as u64);
         assert_eq!(file.path(), Path::new("memory://test"));
