@@ -345,15 +345,13 @@ impl ModelArgs {
             cache_pages: (cache_bytes / PAGE_SIZE) as usize,
             device,
             compute_ns_per_page: (self.compute_us * 1000.0) as u64,
-            policy: PolicyConfig {
-                ra_max_pages: ra,
-                io_max_pages: io_kb.map(kb_pages).unwrap_or(ra),
-                fixed_pages: kb_pages(fixed_kb),
-                folio_max_order: self
-                    .folio_max_order
-                    .or(d.folio_max_order)
-                    .unwrap_or(PolicyConfig::default().folio_max_order),
-            },
+            policy: PolicyConfig::new(ra, io_kb.map(kb_pages).unwrap_or(ra))
+                .with_fixed_pages(kb_pages(fixed_kb))
+                .with_folio_max_order(
+                    self.folio_max_order
+                        .or(d.folio_max_order)
+                        .unwrap_or(PolicyConfig::default().folio_max_order),
+                ),
             eviction: if self.eviction == "clock" {
                 sim::Eviction::Clock
             } else {

@@ -429,12 +429,8 @@ impl ModelArgs<'_> {
                 )))
             }
         };
-        let mut policy = PolicyConfig {
-            ra_max_pages: ra,
-            io_max_pages: io,
-            fixed_pages: pages_arg(None, "fixed", 128 << 10)?,
-            ..PolicyConfig::default()
-        };
+        let mut policy =
+            PolicyConfig::new(ra, io).with_fixed_pages(pages_arg(None, "fixed", 128 << 10)?);
         if let Some(order) = defaults.folio_max_order {
             policy.folio_max_order = order;
         }

@@ -6,8 +6,8 @@ fn main() {
             let r = f.run(pol, SimConfig::default()).unwrap();
             let p = f.published(pol).unwrap();
             println!("{pol} fig{} read {} (paper {}) wasted {} ({}) req {} ({})  faithful read {} req {}",
-                f.figure, r.paper.pages_read, p.pages_read, r.paper.wasted_pages, p.wasted_pages, r.paper.read_requests, p.read_requests,
-                r.faithful.pages_read, r.faithful.read_requests);
+                f.figure, r.paper.pages_read, p.pages_read, r.paper.wasted_pages, p.wasted_pages, r.paper.requests, p.requests,
+                r.faithful.pages_read, r.faithful.requests);
         }
     }
 }

@@ -123,20 +123,28 @@
 //! read lease installs a handler for the real-time signal `SIGRTMAX - 3` (set with `F_SETSIG`,
 //! so a lease break does not kill the process with `SIGIO`) and starts one thread, `ahead-lease`,
 //! that gives broken leases back; both last for the life of the process. A process that uses
-//! that signal itself should build its engines with `.leases(false)` (every read of a local
+//! that signal itself picks another with [`EngineBuilder::lease_signal`] (every engine of the
+//! process must agree), or builds its engines with `.leases(false)` (every read of a local
 //! file then checks its size with `fstat`). The io_uring backend starts one completion thread
 //! per engine; the thread-pool backend, its pool.
 
 #![warn(missing_docs)]
 
 pub mod engine;
+#[cfg(feature = "tools")]
 pub mod kernel;
+#[cfg(feature = "tools")]
 pub mod os;
+#[cfg(not(feature = "tools"))]
+mod os;
+#[cfg(feature = "tools")]
 pub mod paper;
 pub mod pattern;
 pub mod policy;
+#[cfg(feature = "tools")]
 pub mod report;
 pub mod sim;
+#[cfg(feature = "tools")]
 pub mod trace;
 pub mod units;
 pub mod workload;

@@ -2,10 +2,11 @@
 //! function: opening with `O_DIRECT`, `fstat`/`statx`, `fadvise`, `statfs`, `getrusage`,
 //! `pread` into a page-aligned buffer, `mincore`, `mount`, and read leases (`fcntl` and the
 //! signal handler their breaks come to), and the device limits sysfs gives. With the backends and
-//! the cache,
-//! this is the only place `unsafe` is written; the rest of the library and the command line
-//! call these. A module of the crate's top level: the engine, the kernel tracer and the command
-//! line all use it.
+//! the cache, this is the only place `unsafe` is written; the rest of the library and the
+//! command line call these. Public with the `tools` feature only (the command line's helpers,
+//! not part of the stable surface); without it the engine keeps what it uses.
+
+#![cfg_attr(not(feature = "tools"), allow(dead_code))]
 
 use std::ffi::CString;
 use std::io;
@@ -446,8 +447,35 @@ pub fn lease_breaks() -> u64 {
     LEASE_BREAKS.load(std::sync::atomic::Ordering::SeqCst)
 }
 
-/// The signal lease breaks come by: `SIGRTMAX - 3`, with its handler installed the first time
-/// this is called. Fails, saying why, if the signal already has another handler (the
+/// The real-time signal asked for with [`want_lease_signal`] (0: `SIGRTMAX - 3`).
+static WANTED_LEASE_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// Have lease breaks come by `signal` (between `SIGRTMIN` and `SIGRTMAX`) instead of
+/// `SIGRTMAX - 3`. The handler is installed once per process, by the first lease taken: asking
+/// for another signal after that fails, saying which one is in use.
+pub(crate) fn want_lease_signal(signal: i32) -> Result<(), String> {
+    let (lo, hi) = (libc::SIGRTMIN(), libc::SIGRTMAX());
+    if !(lo..=hi).contains(&signal) {
+        return Err(format!(
+            "lease signal {signal}: it must be a real-time signal, {lo} to {hi}"
+        ));
+    }
+    let prev = WANTED_LEASE_SIGNAL.swap(signal, std::sync::atomic::Ordering::SeqCst);
+    match LEASE_TARGET.get() {
+        Some(Ok(t)) if t.signal != signal => {
+            WANTED_LEASE_SIGNAL.store(prev, std::sync::atomic::Ordering::SeqCst);
+            Err(format!(
+                "lease signal {signal}: this process already takes lease breaks by signal {}",
+                t.signal
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The signal lease breaks come by: `SIGRTMAX - 3` unless an engine was built with another
+/// ([`crate::EngineBuilder::lease_signal`]), with its handler installed the first time this is
+/// called. Fails, saying why, if the signal already has another handler (the
 /// application's own), or the handler cannot be installed.
 ///
 /// The breaks are sent to one thread of ahead's own ("ahead-lease", started here, idle but for
@@ -457,13 +485,18 @@ pub fn lease_signal() -> Result<libc::c_int, String> {
     lease_target().map(|t| t.signal)
 }
 
+/// The signal and thread lease breaks go to, once installed (or why they could not be).
+static LEASE_TARGET: std::sync::OnceLock<Result<LeaseSignal, String>> = std::sync::OnceLock::new();
+
 fn lease_target() -> Result<LeaseSignal, String> {
-    static TARGET: std::sync::OnceLock<Result<LeaseSignal, String>> = std::sync::OnceLock::new();
-    TARGET.get_or_init(install_lease_handler).clone()
+    LEASE_TARGET.get_or_init(install_lease_handler).clone()
 }
 
 fn install_lease_handler() -> Result<LeaseSignal, String> {
-    let signal = libc::SIGRTMAX() - 3;
+    let signal = match WANTED_LEASE_SIGNAL.load(std::sync::atomic::Ordering::SeqCst) {
+        0 => libc::SIGRTMAX() - 3,
+        wanted => wanted,
+    };
     // SAFETY: an all-zero `sigaction` is a valid value of this plain C struct.
     let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
     // SAFETY: sigaction with no new action only reads the current one into `old`.
@@ -472,7 +505,7 @@ fn install_lease_handler() -> Result<LeaseSignal, String> {
     }
     if old.sa_sigaction != libc::SIG_DFL {
         return Err(format!(
-            "signal {signal} (SIGRTMAX-3) already has a handler in this process"
+            "signal {signal} already has a handler in this process (choose another with EngineBuilder::lease_signal)"
         ));
     }
     // SAFETY: as above.

@@ -28,7 +28,7 @@ pub struct Published {
     /// Pages wasted.
     pub wasted_pages: u64,
     /// Read requests.
-    pub read_requests: u64,
+    pub requests: u64,
 }
 
 /// One of the paper's figures.
@@ -56,13 +56,13 @@ const fn published(
     avg_request_pages: f64,
     pages_read: u64,
     wasted_pages: u64,
-    read_requests: u64,
+    requests: u64,
 ) -> Published {
     Published {
         avg_request_pages,
         pages_read,
         wasted_pages,
-        read_requests,
+        requests,
     }
 }
 

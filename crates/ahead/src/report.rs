@@ -163,10 +163,10 @@ pub fn metrics_table(runs: &[(&str, &Metrics)]) -> String {
             m.pages_requested.to_string(),
             m.pages_read.to_string(),
             m.wasted_pages.to_string(),
-            m.read_requests.to_string(),
+            m.requests.to_string(),
             format!("{:.2}", m.avg_request_pages),
             m.sync_requests.to_string(),
-            m.async_requests.to_string(),
+            m.ahead_requests.to_string(),
             m.hit_pages.to_string(),
             m.thrashed_pages.to_string(),
             format!("{:.3}", m.stall_ms),
@@ -219,7 +219,7 @@ pub fn paper_figure_table(f: &FigureResult) -> String {
             format!("{:.2}", p.avg_request_pages),
             p.pages_read.to_string(),
             p.wasted_pages.to_string(),
-            p.read_requests.to_string(),
+            p.requests.to_string(),
             "|".into(),
         ]
     };
@@ -230,7 +230,7 @@ pub fn paper_figure_table(f: &FigureResult) -> String {
             Some(p) => (
                 mark(r.paper.pages_read, p.pages_read),
                 mark(r.paper.wasted_pages, p.wasted_pages),
-                mark(r.paper.read_requests, p.read_requests),
+                mark(r.paper.requests, p.requests),
             ),
             None => ("", "", ""),
         };
@@ -239,11 +239,11 @@ pub fn paper_figure_table(f: &FigureResult) -> String {
             format!("{:.2}", r.paper.avg_request_pages),
             format!("{}{read}", r.paper.pages_read),
             format!("{}{wasted}", r.paper.wasted_pages),
-            format!("{}{req}", r.paper.read_requests),
+            format!("{}{req}", r.paper.requests),
             "|".into(),
             r.faithful.pages_read.to_string(),
             r.faithful.wasted_pages.to_string(),
-            r.faithful.read_requests.to_string(),
+            r.faithful.requests.to_string(),
             r.faithful.hit_pages.to_string(),
             ratio_text(&r.faithful, oracle),
         ]);

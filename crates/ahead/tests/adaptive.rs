@@ -9,11 +9,7 @@ use ahead::{Bytes, Event, FileSpec, Simulator, Workload, PAGE_SIZE};
 fn config() -> SimConfig {
     SimConfig {
         cache_pages: (64 << 20) / PAGE_SIZE as usize,
-        policy: PolicyConfig {
-            ra_max_pages: 2048,
-            io_max_pages: 1024,
-            ..PolicyConfig::default()
-        },
+        policy: PolicyConfig::new(2048, 1024),
         ..SimConfig::default()
     }
 }
@@ -30,13 +26,13 @@ fn backward_reads_are_read_ahead_backward() {
     // 4096 reads: two to learn the direction, the rest served by ahead windows.
     assert!(m.sync_requests <= 2, "{m:?}");
     assert_eq!(m.wasted_pages, 0);
-    assert!(m.read_requests < 40, "{m:?}");
+    assert!(m.requests < 40, "{m:?}");
 }
 
 #[test]
 fn a_stride_is_read_ahead_record_by_record_without_reading_the_gaps() {
     let m = run("adaptive", "stride:size=64m,bs=4k,stride=32k");
-    assert!(m.async_requests > 9 * m.sync_requests, "{m:?}");
+    assert!(m.ahead_requests > 9 * m.sync_requests, "{m:?}");
     // Never reads the gaps: at most 1% of the used pages read ahead and not used at the end.
     assert!(m.wasted_pages * 100 <= m.pages_requested, "{m:?}");
 }
@@ -46,7 +42,7 @@ fn a_gap_cheaper_than_a_request_is_read_through() {
     // 1 MiB records, 4 KiB gaps (0.4% waste): one stream reading through, few requests.
     let m = run("adaptive", "stride:size=256m,bs=1m,stride=1028k");
     let records = (256u64 << 20).div_ceil(1028 << 10);
-    assert!(m.read_requests * 2 < records, "{m:?}");
+    assert!(m.requests * 2 < records, "{m:?}");
     assert!(m.wasted_pages * 100 <= m.pages_read, "{m:?}");
     // The gap pages are evicted unused but nobody reads them again: waste, not thrashing.
     assert_eq!(m.thrashed_pages, 0, "{m:?}");
@@ -97,7 +93,7 @@ fn random_reads_get_exactly_what_they_ask_one_request_each() {
     let m = run("adaptive", "random:size=256m,bs=4k,count=4000");
     // Distinct pages: every page read was asked for (a few windows from chance adjacency).
     assert!(m.wasted_pages * 100 <= m.pages_read, "{m:?}");
-    assert!(m.async_requests * 100 <= m.read_requests, "{m:?}");
+    assert!(m.ahead_requests * 100 <= m.requests, "{m:?}");
 }
 
 #[test]
@@ -105,7 +101,7 @@ fn a_cached_file_turns_readahead_off() {
     // The second pass of a re-read finds everything cached: no requests at all in it.
     let once = run("adaptive", "seq:size=32m,bs=4k");
     let twice = run("adaptive", "iozone:reread:size=32m,bs=4k");
-    assert_eq!(once.read_requests, twice.read_requests);
+    assert_eq!(once.requests, twice.requests);
 }
 
 #[test]
@@ -207,7 +203,7 @@ fn random_hint_turns_readahead_off() {
     let mut s = Simulator::new("adaptive", config()).unwrap();
     s.run_workload(one_file(10_000, events)).unwrap();
     let m = s.report().faithful;
-    assert_eq!((m.pages_read, m.read_requests), (512, 512));
+    assert_eq!((m.pages_read, m.requests), (512, 512));
 }
 
 #[test]
@@ -264,11 +260,7 @@ fn the_oracle_is_at_least_as_fast_as_the_real_policies_on_one_stream() {
 fn a_remote_store_is_kept_busy_by_a_4k_reader() {
     let config = SimConfig {
         device: ahead::DeviceModel::REMOTE,
-        policy: PolicyConfig {
-            ra_max_pages: 16384,
-            io_max_pages: 2048,
-            ..PolicyConfig::default()
-        },
+        policy: PolicyConfig::new(16384, 2048),
         ..SimConfig::default()
     };
     let pattern = Pattern::parse("seq:size=2g,bs=4k").unwrap();
@@ -286,11 +278,7 @@ fn reads_as_large_as_the_window_still_read_ahead() {
     // budget allows a window no larger than one read. The stream must still be followed.
     let config = SimConfig {
         cache_pages: (256 << 20) / PAGE_SIZE as usize,
-        policy: PolicyConfig {
-            ra_max_pages: 8192,
-            io_max_pages: 1024,
-            ..PolicyConfig::default()
-        },
+        policy: PolicyConfig::new(8192, 1024),
         ..SimConfig::default()
     };
     let pattern = Pattern::parse("manyfiles:files=1000,size=1m,bs=64k").unwrap();
@@ -300,7 +288,7 @@ fn reads_as_large_as_the_window_still_read_ahead() {
     // Only the first read of each file waits: it brings in the next read's pages too (one
     // window past the read, all the budget allows), and the other 15 of 16 were read ahead.
     assert!(m.sync_requests <= 1000, "{m:?}");
-    assert!(m.async_requests >= 14_000, "{m:?}");
+    assert!(m.ahead_requests >= 14_000, "{m:?}");
     assert_eq!(m.wasted_pages, 0, "{m:?}");
 }
 
@@ -321,7 +309,7 @@ fn threads_taking_turns_over_one_file_are_followed_as_one_stream() {
     s.run_workload(one_file(16384, events)).unwrap();
     let m = s.report().faithful;
     // 16384 pages; one request per page before the stride was seen through.
-    assert!(m.read_requests < 400, "{m:?}");
+    assert!(m.requests < 400, "{m:?}");
     assert_eq!(m.wasted_pages, 0, "{m:?}");
 
     // The same threads out of step: each read by a thread chosen at random (several orders).
@@ -344,7 +332,7 @@ fn threads_taking_turns_over_one_file_are_followed_as_one_stream() {
         let mut s = Simulator::new("adaptive", config()).unwrap();
         s.run_workload(one_file(1 << 20, events)).unwrap();
         let m = s.report().faithful;
-        assert!(m.read_requests < 400, "order {seed}: {m:?}");
+        assert!(m.requests < 400, "order {seed}: {m:?}");
     }
 }
 
@@ -390,7 +378,7 @@ fn a_bet_smaller_than_a_record_is_not_read_ahead() {
     // ahead would only split its next read in two requests. Each read is one request at most.
     let spec = "iozone:mix:size=512m,bs=16k,count=20000";
     let m = run("adaptive", spec);
-    assert!(m.read_requests <= 20_000, "{m:?}");
+    assert!(m.requests <= 20_000, "{m:?}");
     assert!(m.wasted_pages * 10 < m.pages_read, "{m:?}");
 }
 
@@ -418,7 +406,7 @@ fn threads_taking_turns_on_an_object_store_wait_once_each() {
     };
     let (m, nvme) = (on(ahead::DeviceModel::REMOTE), on(ahead::DeviceModel::NVME));
     assert!(
-        m.async_requests <= nvme.async_requests + 3,
+        m.ahead_requests <= nvme.ahead_requests + 3,
         "{m:?} {nvme:?}"
     );
     // 300 random 4 KiB reads, as `bench --remote`'s random-4k: the three free bets are a read's

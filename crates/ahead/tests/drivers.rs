@@ -92,12 +92,7 @@ fn both_drivers(
     }
     let config = ahead::SimConfig {
         cache_pages: budget as usize / 4096,
-        policy: ahead::PolicyConfig {
-            ra_max_pages: 32,
-            io_max_pages: 64,
-            fixed_pages: 32,
-            folio_max_order: 0,
-        },
+        policy: ahead::PolicyConfig::new(32, 64).with_folio_max_order(0),
         eviction: ahead::sim::Eviction::Clock,
         ..ahead::SimConfig::default()
     };
@@ -108,7 +103,7 @@ fn both_drivers(
     (
         (s.requests, s.sync_requests, s.pages_read, s.thrashed_pages),
         (
-            sim.read_requests,
+            sim.requests,
             sim.sync_requests,
             sim.pages_read,
             sim.thrashed_pages,
@@ -258,4 +253,101 @@ fn the_engine_and_the_simulator_agree_on_every_policy_and_pattern() {
         }
     }
     assert!(disagree.is_empty(), "{}", disagree.join("\n"));
+}
+
+/// A policy written outside the crate: each read, and a window of `window` pages read ahead
+/// `gap` pages past its end (a reader that skips as it goes, as an index scan might).
+struct SkippingWindow {
+    window: u64,
+    gap: u64,
+}
+
+impl ahead::policy::Policy for SkippingWindow {
+    fn name(&self) -> &'static str {
+        "skipping-window"
+    }
+    fn on_read(&mut self, read: ahead::policy::AppRead, ctx: &mut dyn ahead::policy::RaContext) {
+        ctx.start_io(ahead::policy::IoRequest::sync(
+            read.first_page(),
+            read.page_count(),
+        ));
+        ctx.start_io(ahead::policy::IoRequest::ahead(
+            read.end_page() + self.gap,
+            self.window,
+        ));
+    }
+}
+
+/// A policy value of the caller's own drives the simulator (`sim::run_with`) and the engine
+/// (`OpenOptions::policy_maker`) alike: the same requests, sync requests, pages read and
+/// thrashing, and every page of every read counted once, as a hit or a miss, by both. Windows
+/// are at most the largest request: beyond it the engine sends one request per `io_max` pages
+/// where the simulator counts a run as one, as the kernel's readahead submits it.
+#[test]
+fn a_policy_of_the_callers_own_drives_both_drivers_alike() {
+    let path = data_file("paper-40m", 40 << 20);
+    let reference = std::fs::File::open(&path).unwrap();
+    //  read pages, skip pages, reads, window, gap, budget pages
+    for (read, seek, repeat, window, gap, budget_pages) in [
+        (4u64, 4u64, 300u64, 8u64, 4u64, 16_384u64),
+        (16, 16, 200, 32, 16, 16_384),
+        (8, 24, 300, 32, 24, 128),
+    ] {
+        let pattern = ahead::pattern::Pattern::Paper {
+            read_pages: read,
+            seek_pages: seek,
+            repeat,
+            first_page: 0,
+        };
+        let engine = Engine::builder()
+            .backend(BackendChoice::SYNC)
+            .request_max(256 << 10)
+            .budget(budget_pages * 4096)
+            .device_estimate(ahead::DeviceModel::NVME.estimate(64))
+            .build()
+            .unwrap();
+        let file = ahead::OpenOptions::new()
+            .policy_maker(move |_| Box::new(SkippingWindow { window, gap }))
+            .open(&engine, &path)
+            .unwrap();
+        let mut pages_requested = 0;
+        for ev in pattern.workload().events {
+            if let ahead::Event::Read { offset, len, .. } = ev {
+                check_read(&file, &reference, offset.0, len.0 as usize);
+                pages_requested += len.0.div_ceil(4096);
+            }
+        }
+        // The engine caps a request at a quarter of its cache, as the simulator is told here.
+        let io_max = 64.min(budget_pages / 4);
+        let config = ahead::SimConfig {
+            cache_pages: budget_pages as usize,
+            policy: ahead::PolicyConfig::new(32, io_max).with_folio_max_order(0),
+            eviction: ahead::sim::Eviction::Clock,
+            ..ahead::SimConfig::default()
+        };
+        let report = ahead::sim::run_with(
+            move |_| Box::new(SkippingWindow { window, gap }),
+            config,
+            pattern.workload(),
+        )
+        .unwrap();
+        assert_eq!(report.policy, "skipping-window");
+        let (s, m) = (engine.stats(), report.faithful);
+        let case = format!("read={read},seek={seek} window={window},gap={gap}");
+        assert_eq!(
+            (s.requests, s.sync_requests, s.ahead_requests, s.pages_read),
+            (m.requests, m.sync_requests, m.ahead_requests, m.pages_read),
+            "{case}"
+        );
+        assert_eq!(s.thrashed_pages, m.thrashed_pages, "{case}");
+        assert_eq!(s.hit_pages + s.miss_pages, pages_requested, "{case}");
+        assert_eq!(m.hit_pages + m.miss_pages, pages_requested, "{case}");
+        // The file's own figures are the engine's: it is the only file.
+        let f = file.stats();
+        assert_eq!(
+            (f.requests, f.pages_read, f.hit_pages, f.thrashed_pages),
+            (s.requests, s.pages_read, s.hit_pages, s.thrashed_pages),
+            "{case}"
+        );
+    }
 }

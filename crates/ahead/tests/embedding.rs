@@ -361,12 +361,9 @@ fn open_options_set_policy_caps_and_block_alignment() {
 fn a_policy_value_drives_the_file() {
     let path = make_file("value", 1 << 20);
     let engine = engine(BackendChoice::URING, "adaptive", 64 << 20);
-    let config = ahead::PolicyConfig {
-        ra_max_pages: 8,
-        io_max_pages: 8,
-        fixed_pages: 8,
-        folio_max_order: 0,
-    };
+    let config = ahead::PolicyConfig::new(8, 8)
+        .with_fixed_pages(8)
+        .with_folio_max_order(0);
     let policy = ahead::policy::by_name("fixed", config).unwrap();
     let file = OpenOptions::new()
         .policy_value(policy)

@@ -17,7 +17,7 @@ fn check(policy: &str, published: impl Fn(&ahead::paper::Figure) -> Published) {
         for (what, g, w) in [
             ("pages read", got.pages_read, want.pages_read),
             ("wasted", got.wasted_pages, want.wasted_pages),
-            ("requests", got.read_requests, want.read_requests),
+            ("requests", got.requests, want.requests),
         ] {
             if !within_tolerance(g, w) {
                 failures.push(format!(
@@ -55,9 +55,9 @@ fn linux_2_6_7_is_exact_on_every_figure() {
             (
                 run.paper.pages_read,
                 run.paper.wasted_pages,
-                run.paper.read_requests
+                run.paper.requests
             ),
-            (p.pages_read, p.wasted_pages, p.read_requests),
+            (p.pages_read, p.wasted_pages, p.requests),
             "Figure {}",
             fig.figure
         );
@@ -110,7 +110,7 @@ fn embedded_figures_equal_the_shared_anchors() {
                 f.figure
             );
             assert_eq!(
-                a[key]["read_requests"], p.read_requests,
+                a[key]["read_requests"], p.requests,
                 "Figure {} {key}",
                 f.figure
             );

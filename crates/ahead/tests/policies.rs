@@ -65,10 +65,7 @@ fn windows(
     file_pages: u64,
     reads: impl IntoIterator<Item = (u64, u64)>,
 ) -> Vec<(u64, u64)> {
-    let config = PolicyConfig {
-        folio_max_order: 0,
-        ..PolicyConfig::default()
-    };
+    let config = PolicyConfig::default().with_folio_max_order(0);
     windows_with(policy, config, file_pages, reads)
 }
 

@@ -155,7 +155,7 @@ proptest! {
         prop_assert_eq!(m.pages_read, sim.cached_pages() as u64);
         // wasted = read - used, with used counted independently as the unique pages requested.
         prop_assert_eq!(m.wasted_pages, m.pages_read - unique);
-        prop_assert_eq!(m.sync_requests + m.async_requests, m.read_requests);
+        prop_assert_eq!(m.sync_requests + m.ahead_requests, m.requests);
         prop_assert_eq!(m.thrashed_pages, 0);
         // Per-file figures add up to the total.
         prop_assert_eq!(r.files.iter().map(|f| f.metrics.pages_read).sum::<u64>(), m.pages_read);

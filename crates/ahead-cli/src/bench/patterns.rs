@@ -465,12 +465,7 @@ pub(super) fn paper(
                 policy,
                 ahead::SimConfig {
                     cache_pages: (plan.engine.budget / PAGE_SIZE) as usize,
-                    policy: ahead::PolicyConfig {
-                        ra_max_pages: 32,
-                        io_max_pages: 32,
-                        fixed_pages: 32,
-                        folio_max_order: 0,
-                    },
+                    policy: ahead::PolicyConfig::new(32, 32).with_folio_max_order(0),
                     ..ahead::SimConfig::default()
                 },
                 pattern.workload(),
@@ -483,7 +478,7 @@ pub(super) fn paper(
                     .pages_read
                     .saturating_sub(sim.faithful.pages_requested),
             );
-            run.sim_requests = Some(sim.faithful.read_requests);
+            run.sim_requests = Some(sim.faithful.requests);
             push(
                 &format!("paper-fig{}", fig.figure),
                 &format!("ahead:{policy}"),

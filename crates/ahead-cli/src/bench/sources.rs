@@ -169,6 +169,7 @@ pub fn shared_engine(settings: &EngineSettings) -> io::Result<Engine> {
     let mut b = Engine::builder()
         .budget(key.budget)
         .record_requests(true)
+        .request_log_limit(1 << 22)
         .keep_memory(true);
     if let Some(kb) = key.ra_max_kb {
         b = b.ra_max_kb(kb);

@@ -440,11 +440,9 @@ impl Drop for Prefetch {
             if let Some(op) = self.engine.backend.take_queued(&self.data, first) {
                 if op.first_page == first && op.slots.len() as u64 == pages {
                     // Completed empty: its pages go back to absent, its slots free.
-                    self.engine
-                        .core
-                        .counters
-                        .cancelled_requests
-                        .fetch_add(1, Ordering::Relaxed);
+                    for c in Counters::both(&self.engine.core.counters, &self.data) {
+                        c.cancelled_requests.fetch_add(1, Ordering::Relaxed);
+                    }
                     self.engine.core.complete(op, Ok(0));
                 } else {
                     // Someone else's read of the page now: put it back.

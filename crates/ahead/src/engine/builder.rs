@@ -10,6 +10,9 @@ pub const DEFAULT_BUDGET: u64 = 256 << 20;
 pub const DEFAULT_POLICY: &str = "adaptive";
 /// Threads of the `threads` backend by default: enough for a queue depth of 32.
 pub const DEFAULT_THREADS: usize = 32;
+/// Requests the log keeps by default ([`EngineBuilder::record_requests`]): the latest 65,536
+/// (2 MiB).
+pub const DEFAULT_REQUEST_LOG_LIMIT: usize = 1 << 16;
 /// Smallest budget the engine accepts: 64 pages.
 pub const MIN_BUDGET: u64 = 64 * PAGE_SIZE;
 
@@ -63,11 +66,14 @@ pub struct EngineBuilder {
     pub(super) direct: bool,
     pub(super) io_uring_allowed: bool,
     pub(super) record_requests: bool,
+    pub(super) request_log_limit: usize,
     pub(super) threads: usize,
     pub(super) ra_max_kb: Option<u64>,
     pub(super) io_max_kb: Option<u64>,
+    #[cfg(feature = "testing")]
     pub(super) faults: Option<Faults>,
     pub(super) leases: bool,
+    pub(super) lease_signal: Option<i32>,
     pub(super) device_estimate: Option<DeviceEstimate>,
     pub(super) pretouch: bool,
     pub(super) keep_memory: bool,
@@ -95,11 +101,14 @@ impl Default for EngineBuilder {
             direct: true,
             io_uring_allowed: true,
             record_requests: false,
+            request_log_limit: DEFAULT_REQUEST_LOG_LIMIT,
             threads: DEFAULT_THREADS,
             ra_max_kb: None,
             io_max_kb: None,
+            #[cfg(feature = "testing")]
             faults: None,
             leases: true,
+            lease_signal: None,
             device_estimate: None,
             pretouch: false,
             keep_memory: false,
@@ -142,10 +151,19 @@ impl EngineBuilder {
         self
     }
 
-    /// Keep a log of every request sent to the device ([`Engine::request_log`]): when, where,
+    /// Keep a log of the requests sent to the device ([`Engine::request_log`]): when, where,
     /// how large, and whether it was read ahead. For pictures of a policy's windows over time.
+    /// The log keeps the latest [`request_log_limit`](Self::request_log_limit) requests and
+    /// counts those it dropped ([`Stats::request_log_dropped`]).
     pub fn record_requests(mut self, on: bool) -> Self {
         self.record_requests = on;
+        self
+    }
+
+    /// The most requests the log keeps (default [`DEFAULT_REQUEST_LOG_LIMIT`], 32 bytes each):
+    /// the oldest go first.
+    pub fn request_log_limit(mut self, records: usize) -> Self {
+        self.request_log_limit = records;
         self
     }
 
@@ -163,20 +181,36 @@ impl EngineBuilder {
         self
     }
 
-    /// The largest readahead window in KiB, instead of the device's `read_ahead_kb`.
+    /// The largest readahead window in bytes (rounded up to KiB), instead of the device's
+    /// `read_ahead_kb` (the name [`OpenOptions::window_max`] has for one file).
+    pub fn window_max(mut self, bytes: u64) -> Self {
+        self.ra_max_kb = Some(bytes.div_ceil(1024));
+        self
+    }
+
+    /// The largest single read in bytes (rounded up to KiB), instead of the device's
+    /// `max_sectors_kb` (the name [`OpenOptions::request_max`] has for one file).
+    pub fn request_max(mut self, bytes: u64) -> Self {
+        self.io_max_kb = Some(bytes.div_ceil(1024));
+        self
+    }
+
+    /// [`window_max`](Self::window_max) in KiB, as sysfs's `read_ahead_kb` gives it.
     pub fn ra_max_kb(mut self, kb: u64) -> Self {
         self.ra_max_kb = Some(kb);
         self
     }
 
-    /// The largest single read in KiB, instead of the device's `max_sectors_kb`.
+    /// [`request_max`](Self::request_max) in KiB, as sysfs's `max_sectors_kb` gives it.
     pub fn io_max_kb(mut self, kb: u64) -> Self {
         self.io_max_kb = Some(kb);
         self
     }
 
     /// Wrap the backend in a fault injector driven by `faults` (tests and stress runs: see
-    /// [`Faults`]). Every request, waited for or read ahead, passes through it.
+    /// [`Faults`]). Every request, waited for or read ahead, passes through it. With the
+    /// `testing` feature only.
+    #[cfg(feature = "testing")]
     pub fn inject_faults(mut self, faults: Faults) -> Self {
         self.faults = Some(faults);
         self
@@ -192,6 +226,15 @@ impl EngineBuilder {
     /// [`crate::os::lease_signal`] for the signal it takes.
     pub fn leases(mut self, on: bool) -> Self {
         self.leases = on;
+        self
+    }
+
+    /// The real-time signal lease breaks come by (default `SIGRTMAX - 3`), for a process that
+    /// uses that one itself. The handler is the process's, installed by the first lease
+    /// taken: every engine of a process must agree, and [`build`](Self::build) fails for one
+    /// that asks for another signal after a lease was taken.
+    pub fn lease_signal(mut self, signal: i32) -> Self {
+        self.lease_signal = Some(signal);
         self
     }
 
@@ -228,8 +271,18 @@ impl EngineBuilder {
     }
 
     /// Start the engine: allocate the cache, probe and start the backend.
+    ///
+    /// # Errors
+    /// `InvalidInput` for an unknown policy, a budget below [`MIN_BUDGET`] or a lease signal
+    /// that is not a real-time one (or not the one this process already uses); the system's
+    /// where the cache cannot be mapped or no backend can start (io_uring missing is not an
+    /// error: the engine falls back and says so in [`Stats::fallbacks`]).
     pub fn build(self) -> io::Result<Engine> {
         policy::maker(&self.policy).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        if let Some(signal) = self.lease_signal {
+            crate::os::want_lease_signal(signal)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        }
         if self.budget < MIN_BUDGET {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -250,6 +303,8 @@ impl EngineBuilder {
                 )
             })?,
             counters: Counters::default(),
+            read_latency: stats::LatencyRecorder::new(true),
+            request_latency: stats::LatencyRecorder::new(true),
             meters: Meters::new(self.device_estimate),
             in_flight: AtomicUsize::new(0),
         });
@@ -271,16 +326,19 @@ impl EngineBuilder {
             io_uring_allowed: self.io_uring_allowed,
             pretouch: self.pretouch,
         };
-        // `auto` is io_uring; any backend that cannot start falls back to the fallback (the
-        // thread pool), saying why.
+        // `auto` is the first registered (io_uring); any backend that cannot start falls back
+        // to the fallback (the thread pool), saying why, and so does one not compiled in.
         let wanted = match self.backend.name() {
-            "auto" => backend::uring::REGISTERED.name,
+            "auto" => backend::BACKENDS[0].name,
             name => name,
         };
-        let entry = backend::BACKENDS
-            .iter()
-            .find(|b| b.name == wanted)
-            .expect("a BackendChoice names a registered backend");
+        let Some(entry) = backend::BACKENDS.iter().find(|b| b.name == wanted) else {
+            fallbacks.push(format!(
+                "backend {wanted} not built in (the crate's `{wanted}` feature is off): using {}",
+                backend::FALLBACK.name
+            ));
+            return self.finish(core, (backend::FALLBACK.start)(&start_with)?, fallbacks);
+        };
         let backend: Box<dyn Backend> = match (entry.start)(&start_with) {
             Ok(b) => b,
             Err(e) if entry.name != backend::FALLBACK.name => {
@@ -293,6 +351,7 @@ impl EngineBuilder {
             }
             Err(e) => return Err(e),
         };
+        #[cfg(feature = "testing")]
         let backend: Box<dyn Backend> = match &self.faults {
             Some(f) => Box::new(backend::faults::FaultBackend::new(
                 backend,
@@ -301,7 +360,19 @@ impl EngineBuilder {
             )?),
             None => backend,
         };
-        let log = self.record_requests.then(|| Mutex::new(Vec::new()));
+        self.finish(core, backend, fallbacks)
+    }
+
+    /// The engine, once its cache and backend are made.
+    fn finish(
+        self,
+        core: Arc<CacheAndMeter>,
+        backend: Box<dyn Backend>,
+        fallbacks: Vec<String>,
+    ) -> io::Result<Engine> {
+        let log = self
+            .record_requests
+            .then(|| Mutex::new(RequestLog::new(self.request_log_limit)));
         let half_cache = (core.cache.slots() as u64 / 2).max(1);
         Ok(Engine {
             inner: Arc::new(EngineParts {

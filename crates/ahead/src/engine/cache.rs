@@ -140,14 +140,22 @@ pub(crate) struct PageTable {
     /// The file's id in the cache.
     pub id: u32,
     chunks: Box<[OnceLock<Box<[AtomicU64]>>]>,
+    /// Its pages evicted unused (the file's share of the cache's count).
+    wasted_pages: AtomicU64,
 }
 
 impl PageTable {
+    /// Its pages evicted before anyone used them.
+    pub fn wasted_pages(&self) -> u64 {
+        self.wasted_pages.load(Ordering::Relaxed)
+    }
+
     fn new(id: u32, pages: u64) -> PageTable {
         let n = pages.div_ceil(1 << CHUNK_SHIFT).max(1) as usize;
         PageTable {
             id,
             chunks: (0..n).map(|_| OnceLock::new()).collect(),
+            wasted_pages: AtomicU64::new(0),
         }
     }
 
@@ -719,6 +727,7 @@ impl Cache {
                     word::ABSENT
                 } else {
                     self.counters.wasted_pages.fetch_add(1, Ordering::Relaxed);
+                    t.wasted_pages.fetch_add(1, Ordering::Relaxed);
                     // Remember it (within a bound) to recognise a refault.
                     if self.shadows.load(Ordering::Relaxed) < self.slots {
                         self.shadows.fetch_add(1, Ordering::Relaxed);

@@ -15,6 +15,7 @@ pub(super) enum DeviceKey {
     /// A local file's block device (`st_dev`).
     Block(u64),
     /// A remote object's store: `s3://bucket`, or `scheme://host` for HTTP.
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     Store(String),
     /// The tests' sources.
     #[cfg(test)]

@@ -71,6 +71,7 @@ use crate::policy::{self, DeviceEstimate, Hint, IoKind, IoRequest, Policy, Polic
 use crate::policy::{AppRead, RaContext};
 use crate::units::{kib_to_pages, Bytes, PAGE_SIZE};
 
+#[cfg(feature = "testing")]
 pub use backend::faults::{Fault, Faults};
 use backend::{Backend, Completer, ReadOp};
 use cache::{Cache, Lookup};
@@ -99,11 +100,13 @@ use options::PolicyChoice;
 pub use reader::File;
 use reader::PolicyState;
 use requests::CacheAndMeter;
-use stats::Counters;
-pub use stats::{RequestRecord, Stats};
+use stats::{Counters, RequestLog};
+pub use stats::{FileStats, Latency, RequestRecord, Stats};
 
-/// An application's advice about how it will read a file ([`File::advise`]), in bytes.
+/// An application's advice about how it will read a file ([`File::advise`]), in bytes. Kinds
+/// will be added.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Advice {
     /// Default behaviour (`POSIX_FADV_NORMAL`).
     Normal,
@@ -145,9 +148,31 @@ pub(crate) struct FileData {
     pub source: Box<dyn Source>,
     /// What the engine measures of the device those bytes come from.
     pub meter: Arc<DeviceMeter>,
+    /// Its own figures ([`File::stats`]), beside the engine's.
+    pub(super) counters: Counters,
+    /// Its reads' latencies, where an open asked for them.
+    pub(super) read_latency: stats::LatencyRecorder,
 }
 
 impl FileData {
+    fn new(
+        id: u32,
+        table: Arc<cache::PageTable>,
+        size: u64,
+        source: Box<dyn Source>,
+        meter: Arc<DeviceMeter>,
+    ) -> FileData {
+        FileData {
+            id,
+            table,
+            size,
+            source,
+            meter,
+            counters: Counters::default(),
+            read_latency: stats::LatencyRecorder::new(false),
+        }
+    }
+
     /// Size in pages (the last one partial if the size is not a multiple of the page).
     pub fn pages(&self) -> u64 {
         self.size.div_ceil(PAGE_SIZE)
@@ -179,7 +204,7 @@ struct EngineParts {
     next_sweep_ms: AtomicU64,
     fallbacks: Mutex<Vec<String>>,
     started: Instant,
-    log: Option<Mutex<Vec<RequestRecord>>>,
+    log: Option<Mutex<RequestLog>>,
 }
 
 impl EngineParts {
@@ -205,6 +230,22 @@ type MakeOnce<'a> = Box<dyn FnOnce(PolicyConfig) -> Box<dyn Policy> + 'a>;
 #[derive(Clone)]
 pub struct Engine {
     inner: Arc<EngineParts>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let inner = &self.inner;
+        f.debug_struct("Engine")
+            .field("backend", &inner.backend.name())
+            .field("policy", &inner.config.policy)
+            .field(
+                "budget_bytes",
+                &(inner.core.cache.slots() as u64 * PAGE_SIZE),
+            )
+            .field("resident_pages", &inner.core.cache.resident_pages())
+            .field("active_handles", &inner.active_handles())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Engine {
@@ -401,19 +442,16 @@ impl Engine {
                     let meter = inner.core.meters.of(DeviceKey::of(&key));
                     reg.ids.insert(key.clone(), (id, opened.identity));
                     let table = inner.core.cache.table(id, size.div_ceil(PAGE_SIZE));
-                    let d = Arc::new(FileData {
-                        id,
-                        table,
-                        size,
-                        source: opened.source,
-                        meter,
-                    });
+                    let d = Arc::new(FileData::new(id, table, size, opened.source, meter));
                     reg.live.insert(key, Arc::downgrade(&d));
                     d
                 }
             }
         };
         inner.core.meters.opened(&data.meter);
+        if options.record_latency {
+            data.read_latency.switch_on();
+        }
         let config = self.policy_config(&data, options);
         let mut policy = make(config);
         let (estimate, version) = {
@@ -525,13 +563,21 @@ impl Engine {
                 * PAGE_SIZE,
             active_handles: inner.active_handles(),
             readahead_share_bytes: inner.budget_pages.load(Ordering::Relaxed) * PAGE_SIZE,
+            read_latency: inner.core.read_latency.summary(),
+            request_latency: inner.core.request_latency.summary(),
+            request_log_dropped: inner
+                .log
+                .as_ref()
+                .map_or(0, |l| l.lock().unwrap_or_else(|p| p.into_inner()).dropped),
         }
     }
 
-    /// The requests sent so far, if [`EngineBuilder::record_requests`] was on.
+    /// The requests sent so far (the latest, up to the log's limit), if
+    /// [`EngineBuilder::record_requests`] was on.
     pub fn request_log(&self) -> Vec<RequestRecord> {
         self.inner.log.as_ref().map_or_else(Vec::new, |l| {
-            l.lock().unwrap_or_else(|p| p.into_inner()).clone()
+            let log = l.lock().unwrap_or_else(|p| p.into_inner());
+            log.records.iter().copied().collect()
         })
     }
 
@@ -539,7 +585,8 @@ impl Engine {
     /// engine kept for many runs hands each run its own requests.
     pub fn take_request_log(&self) -> Vec<RequestRecord> {
         self.inner.log.as_ref().map_or_else(Vec::new, |l| {
-            std::mem::take(&mut *l.lock().unwrap_or_else(|p| p.into_inner()))
+            let mut log = l.lock().unwrap_or_else(|p| p.into_inner());
+            std::mem::take(&mut log.records).into()
         })
     }
 

@@ -14,6 +14,7 @@ pub struct OpenOptions {
     pub(super) request_max_bytes: Option<u64>,
     pub(super) direct: Option<bool>,
     pub(super) block_size_bytes: Option<u64>,
+    pub(super) record_latency: bool,
 }
 
 /// Which policy a file gets.
@@ -44,6 +45,7 @@ impl std::fmt::Debug for OpenOptions {
             .field("request_max_bytes", &self.request_max_bytes)
             .field("direct", &self.direct)
             .field("block_size_bytes", &self.block_size_bytes)
+            .field("record_latency", &self.record_latency)
             .finish()
     }
 }
@@ -103,6 +105,13 @@ impl OpenOptions {
     /// 16 KiB block is never read in two requests.
     pub fn block_size(mut self, bytes: u64) -> OpenOptions {
         self.block_size_bytes = Some(bytes);
+        self
+    }
+
+    /// Keep a latency histogram of this file's reads ([`FileStats::read_latency`]; off by
+    /// default, as each costs tens of KiB; the engine keeps one of all reads regardless).
+    pub fn record_latency(mut self, on: bool) -> OpenOptions {
+        self.record_latency = on;
         self
     }
 

@@ -52,6 +52,8 @@ pub(super) struct ReadCursor {
     hits: u64,
     misses: u64,
     stall: Duration,
+    /// When the read was called (its latency ends when it returns).
+    started: Instant,
     /// Since when an async read has been parked (its wait counts as stall).
     parked_at: Option<Instant>,
     attempts: u32,
@@ -78,6 +80,7 @@ impl ReadCursor {
             hits: 0,
             misses: 0,
             stall: Duration::ZERO,
+            started: Instant::now(),
             parked_at: None,
             attempts: 0,
             retried_page: None,
@@ -211,9 +214,22 @@ impl File {
         }
     }
 
+    /// The descriptor it is read through, for a local file (`None` for a remote object).
+    /// With `O_DIRECT`, reading or writing it directly bypasses the engine's cache: the
+    /// engine sees a change in size, not a write in place.
+    pub fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.data.source.fd()
+    }
+
     /// The engine's statistics.
     pub fn engine_stats(&self) -> Stats {
         self.engine().stats()
+    }
+
+    /// This file's figures, across every open of it through this engine (opens of the same
+    /// version of a file share its pages, and so its counts).
+    pub fn stats(&self) -> FileStats {
+        self.data.stats()
     }
 
     fn ctx(&self) -> EngineCtx<'_> {
@@ -275,6 +291,10 @@ impl File {
             .counters
             .thrashed_pages
             .fetch_add(pages, Ordering::Relaxed);
+        self.data
+            .counters
+            .thrashed_pages
+            .fetch_add(pages, Ordering::Relaxed);
     }
 
     /// Pages this handle read again after they were evicted unused, outside a policy call (a
@@ -304,6 +324,36 @@ impl File {
             Poll::Ready(r) => r,
             Poll::Pending => unreachable!("a blocking copy waits rather than returns Pending"),
         }
+    }
+
+    /// Read exactly `buf.len()` bytes at `offset`, as `std::os::unix::fs::FileExt::read_exact_at`
+    /// does.
+    ///
+    /// # Errors
+    /// `UnexpectedEof` where the file ends before `buf` is full (what was read is in `buf`);
+    /// otherwise as [`File::read_at`].
+    pub fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.read_at(buf, offset) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!(
+                            "{}: the file ends at {} bytes, before the read's end",
+                            self.path().display(),
+                            offset
+                        ),
+                    ))
+                }
+                Ok(n) => {
+                    buf = &mut buf[n..];
+                    offset += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// The first half of a read: the size check, the pages already ready copied out without
@@ -506,20 +556,12 @@ impl File {
 
     /// Count a finished read in the stats, and give its result.
     fn finish_read(&self, cur: &mut ReadCursor) -> io::Result<usize> {
-        let c = &self.engine.core.counters;
-        c.reads.fetch_add(1, Ordering::Relaxed);
-        c.bytes_returned
-            .fetch_add(cur.done as u64, Ordering::Relaxed);
-        if cur.hits > 0 {
-            c.hit_pages.fetch_add(cur.hits, Ordering::Relaxed);
+        for c in Counters::both(&self.engine.core.counters, &self.data) {
+            c.count_read(cur.done as u64, cur.hits, cur.misses, cur.stall);
         }
-        if cur.misses > 0 {
-            c.miss_pages.fetch_add(cur.misses, Ordering::Relaxed);
-        }
-        if !cur.stall.is_zero() {
-            c.stall_ns
-                .fetch_add(cur.stall.as_nanos() as u64, Ordering::Relaxed);
-        }
+        let took = cur.started.elapsed();
+        self.engine.core.read_latency.record(took);
+        self.data.read_latency.record(took);
         match std::mem::replace(&mut cur.result, Ok(())) {
             Err(e) if cur.done == 0 => Err(e),
             _ => Ok(cur.done),
@@ -541,11 +583,9 @@ impl File {
             }
             source::Event::Note(why) => self.engine.note_fallback(why),
             source::Event::SizeChecked => {
-                self.engine
-                    .core
-                    .counters
-                    .size_checks
-                    .fetch_add(1, Ordering::Relaxed);
+                for c in Counters::both(&self.engine.core.counters, d) {
+                    c.size_checks.fetch_add(1, Ordering::Relaxed);
+                }
             }
         })
     }

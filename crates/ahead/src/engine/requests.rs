@@ -15,6 +15,9 @@ use super::*;
 pub(super) struct CacheAndMeter {
     pub(super) cache: Cache,
     pub(super) counters: Counters,
+    /// Every application read's latency, and every request's.
+    pub(super) read_latency: stats::LatencyRecorder,
+    pub(super) request_latency: stats::LatencyRecorder,
     pub(super) meters: Meters,
     /// Requests in flight to every device: the backend's queue, which congests.
     pub(super) in_flight: AtomicUsize,
@@ -30,9 +33,12 @@ impl Completer for CacheAndMeter {
             &result,
         );
         if result.is_err() {
-            self.counters.io_errors.fetch_add(1, Ordering::Relaxed);
+            for c in Counters::both(&self.counters, &op.file) {
+                c.io_errors.fetch_add(1, Ordering::Relaxed);
+            }
         }
         let now = Instant::now();
+        self.request_latency.record(now - op.submitted);
         self.in_flight.fetch_sub(1, Ordering::AcqRel);
         let device = &op.file.meter;
         let left = device.in_flight.fetch_sub(1, Ordering::AcqRel) - 1;
@@ -207,10 +213,9 @@ impl EngineParts {
     /// order queued gigabytes ahead, and its reader starved for seconds).
     pub(super) fn expedite(&self, file: &Arc<FileData>, page: u64) {
         if let Some(op) = self.backend.take_queued(file, page) {
-            self.core
-                .counters
-                .expedited_requests
-                .fetch_add(1, Ordering::Relaxed);
+            for c in Counters::both(&self.core.counters, file) {
+                c.expedited_requests.fetch_add(1, Ordering::Relaxed);
+            }
             let result = self.backend.read_now(&op);
             self.core.complete(op, result);
         }
@@ -238,13 +243,9 @@ impl EngineParts {
             prev = Some(s);
         }
         let pages = slots.len() as u64;
-        let c = &self.core.counters;
-        c.requests.fetch_add(1, Ordering::Relaxed);
-        c.pages_read.fetch_add(pages, Ordering::Relaxed);
-        match kind {
-            IoKind::Sync => c.sync_requests.fetch_add(1, Ordering::Relaxed),
-            IoKind::Ahead => c.ahead_requests.fetch_add(1, Ordering::Relaxed),
-        };
+        for c in Counters::both(&self.core.counters, file) {
+            c.count_request(pages, kind);
+        }
         ReadOp {
             file: file.clone(),
             first_page: first,

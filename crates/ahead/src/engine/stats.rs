@@ -1,7 +1,16 @@
-//! What an engine reports of itself: [`Stats`] (from [`Engine::stats`]), the counters behind
-//! them, and the log of requests ([`RequestRecord`]).
+//! What an engine reports of itself: [`Stats`] (from [`Engine::stats`]) and each file's
+//! [`FileStats`] (from [`File::stats`]), the counters behind them, the latency histograms
+//! ([`Latency`]), and the bounded log of requests ([`RequestRecord`]).
+//!
+//! The counters' names and meanings are the simulator's too ([`crate::sim::Metrics`]):
+//! `requests`, `sync_requests`, `ahead_requests`, `pages_read`, `wasted_pages`,
+//! `thrashed_pages`, `hit_pages` (ready when the reader reached them: no wait), `miss_pages`
+//! (waited for: in flight, or read for the reader), `avg_request_pages` and `stall_ms`. One
+//! difference stays: the engine sends at most the largest request's pages at once, where the
+//! simulator counts each run a policy starts as one request, as the kernel submits readahead.
 
 use super::*;
+use hdrhistogram::Histogram;
 
 /// Statistics of an engine since it started. Fields will be added: built only by the engine.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -62,6 +71,147 @@ pub struct Stats {
     pub active_handles: u64,
     /// The readahead budget of each active handle now, in bytes.
     pub readahead_share_bytes: u64,
+    /// How long application reads took, from the call to the last byte copied.
+    pub read_latency: Latency,
+    /// How long requests took, from submission to completion.
+    pub request_latency: Latency,
+    /// Requests the bounded log ([`EngineBuilder::record_requests`]) dropped, oldest first,
+    /// to keep within its limit.
+    pub request_log_dropped: u64,
+}
+
+/// One file's figures, across every open of it through one engine ([`File::stats`]). The
+/// counters mean what [`Stats`]'s of the same names do. Fields will be added: built only by the
+/// engine.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[non_exhaustive]
+pub struct FileStats {
+    /// The path (or URL) it was opened with.
+    pub path: String,
+    /// Application reads.
+    pub reads: u64,
+    /// Bytes returned to the application.
+    pub bytes_returned: u64,
+    /// Pages read that were ready (no wait).
+    pub hit_pages: u64,
+    /// Pages read that a reader waited for.
+    pub miss_pages: u64,
+    /// Pages read from the device.
+    pub pages_read: u64,
+    /// Pages read and evicted before anyone used them.
+    pub wasted_pages: u64,
+    /// Pages evicted unused and then read again.
+    pub thrashed_pages: u64,
+    /// Requests sent to the device.
+    pub requests: u64,
+    /// Requests a reader waited for.
+    pub sync_requests: u64,
+    /// Requests read ahead.
+    pub ahead_requests: u64,
+    /// Ahead requests a reader caught up with in the backend's queue and read itself.
+    pub expedited_requests: u64,
+    /// Requests taken back unread (a [`crate::engine::Prefetch`] dropped).
+    pub cancelled_requests: u64,
+    /// `pages_read / requests`.
+    pub avg_request_pages: f64,
+    /// Time readers spent waiting for data, summed over threads, in milliseconds.
+    pub stall_ms: f64,
+    /// Requests that failed.
+    pub io_errors: u64,
+    /// `fstat` calls made to learn whether the file changed.
+    pub size_checks: u64,
+    /// How long its reads took: only where an open asked for it
+    /// ([`crate::OpenOptions::record_latency`]), as a histogram costs tens of KiB per file.
+    pub read_latency: Option<Latency>,
+}
+
+/// Latencies summarised from an HDR histogram (microsecond resolution, two significant
+/// digits: each figure within 1% of the true one, up to an hour).
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+#[non_exhaustive]
+pub struct Latency {
+    /// How many were recorded.
+    pub count: u64,
+    /// Their mean, in microseconds.
+    pub mean_us: f64,
+    /// The median, in microseconds.
+    pub p50_us: u64,
+    /// The 90th percentile, in microseconds.
+    pub p90_us: u64,
+    /// The 99th percentile, in microseconds.
+    pub p99_us: u64,
+    /// The 99.9th percentile, in microseconds.
+    pub p999_us: u64,
+    /// The longest, in microseconds.
+    pub max_us: u64,
+}
+
+/// An HDR histogram of durations in microseconds, made on the first record (a file never
+/// read, or one whose open did not ask, costs a word).
+pub(crate) struct LatencyRecorder {
+    on: std::sync::atomic::AtomicBool,
+    histogram: Mutex<Option<Box<Histogram<u64>>>>,
+}
+
+/// The longest latency the histograms tell apart: an hour, in microseconds.
+const LATENCY_MAX_US: u64 = 3_600_000_000;
+
+impl LatencyRecorder {
+    pub(super) fn new(on: bool) -> LatencyRecorder {
+        LatencyRecorder {
+            on: std::sync::atomic::AtomicBool::new(on),
+            histogram: Mutex::new(None),
+        }
+    }
+
+    pub(super) fn switch_on(&self) {
+        self.on.store(true, Ordering::Relaxed);
+    }
+
+    pub(super) fn is_on(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn record(&self, took: Duration) {
+        if !self.is_on() {
+            return;
+        }
+        let us = (took.as_micros() as u64).max(1);
+        let mut h = self.histogram.lock().unwrap_or_else(|p| p.into_inner());
+        let h = h.get_or_insert_with(|| {
+            Box::new(
+                Histogram::new_with_bounds(1, LATENCY_MAX_US, 2)
+                    .expect("1 us to an hour at two digits is a valid histogram"),
+            )
+        });
+        h.saturating_record(us);
+    }
+
+    pub(super) fn summary(&self) -> Latency {
+        let h = self.histogram.lock().unwrap_or_else(|p| p.into_inner());
+        match h.as_deref() {
+            None => Latency::default(),
+            Some(h) => Latency {
+                count: h.len(),
+                mean_us: h.mean(),
+                p50_us: h.value_at_quantile(0.5),
+                p90_us: h.value_at_quantile(0.9),
+                p99_us: h.value_at_quantile(0.99),
+                p999_us: h.value_at_quantile(0.999),
+                max_us: h.max(),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for Latency {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} timed, mean {:.0} us, p50 {} us, p99 {} us, max {} us",
+            self.count, self.mean_us, self.p50_us, self.p99_us, self.max_us
+        )
+    }
 }
 
 impl std::fmt::Display for Stats {
@@ -94,17 +244,22 @@ impl std::fmt::Display for Stats {
             self.avg_request_pages,
             self.io_errors
         )?;
-        write!(
+        writeln!(
             f,
             "  size checks (fstat) {}, memory given back {} MiB",
             self.size_checks,
             self.given_back_bytes >> 20
+        )?;
+        write!(
+            f,
+            "  reads: {}\n  requests: {}",
+            self.read_latency, self.request_latency
         )
     }
 }
 
 #[derive(Default)]
-pub(super) struct Counters {
+pub(crate) struct Counters {
     pub(super) reads: AtomicU64,
     pub(super) bytes_returned: AtomicU64,
     pub(super) hit_pages: AtomicU64,
@@ -118,6 +273,102 @@ pub(super) struct Counters {
     pub(super) pages_read: AtomicU64,
     pub(super) io_errors: AtomicU64,
     pub(super) size_checks: AtomicU64,
+    /// A file's own refaults (the engine's are the cache's count).
+    pub(super) thrashed_pages: AtomicU64,
+}
+
+impl Counters {
+    /// A request of `pages` about to go to the device.
+    pub(super) fn count_request(&self, pages: u64, kind: IoKind) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.pages_read.fetch_add(pages, Ordering::Relaxed);
+        match kind {
+            IoKind::Sync => self.sync_requests.fetch_add(1, Ordering::Relaxed),
+            IoKind::Ahead => self.ahead_requests.fetch_add(1, Ordering::Relaxed),
+        };
+    }
+
+    /// One finished application read.
+    pub(super) fn count_read(&self, bytes: u64, hits: u64, misses: u64, stall: Duration) {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.bytes_returned.fetch_add(bytes, Ordering::Relaxed);
+        if hits > 0 {
+            self.hit_pages.fetch_add(hits, Ordering::Relaxed);
+        }
+        if misses > 0 {
+            self.miss_pages.fetch_add(misses, Ordering::Relaxed);
+        }
+        if !stall.is_zero() {
+            self.stall_ns
+                .fetch_add(stall.as_nanos() as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// The engine's and the file's counters, for the figures both keep.
+    pub(super) fn both<'a>(engine: &'a Counters, file: &'a FileData) -> [&'a Counters; 2] {
+        [engine, &file.counters]
+    }
+}
+
+impl FileData {
+    /// This file's figures.
+    pub(super) fn stats(&self) -> FileStats {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (requests, pages_read) = (get(&c.requests), get(&c.pages_read));
+        FileStats {
+            path: self.source.path().display().to_string(),
+            reads: get(&c.reads),
+            bytes_returned: get(&c.bytes_returned),
+            hit_pages: get(&c.hit_pages),
+            miss_pages: get(&c.miss_pages),
+            pages_read,
+            wasted_pages: self.table.wasted_pages(),
+            thrashed_pages: get(&c.thrashed_pages),
+            requests,
+            sync_requests: get(&c.sync_requests),
+            ahead_requests: get(&c.ahead_requests),
+            expedited_requests: get(&c.expedited_requests),
+            cancelled_requests: get(&c.cancelled_requests),
+            avg_request_pages: crate::sim::ratio(pages_read, requests),
+            stall_ms: get(&c.stall_ns) as f64 / 1e6,
+            io_errors: get(&c.io_errors),
+            size_checks: get(&c.size_checks),
+            read_latency: self
+                .read_latency
+                .is_on()
+                .then(|| self.read_latency.summary()),
+        }
+    }
+}
+
+/// The requests sent most recently, at most `limit` of them (oldest dropped first).
+pub(super) struct RequestLog {
+    pub(super) records: std::collections::VecDeque<RequestRecord>,
+    pub(super) limit: usize,
+    pub(super) dropped: u64,
+}
+
+impl RequestLog {
+    pub(super) fn new(limit: usize) -> RequestLog {
+        RequestLog {
+            records: std::collections::VecDeque::new(),
+            limit,
+            dropped: 0,
+        }
+    }
+
+    pub(super) fn push(&mut self, r: RequestRecord) {
+        if self.limit == 0 {
+            self.dropped += 1;
+            return;
+        }
+        if self.records.len() == self.limit {
+            self.records.pop_front();
+            self.dropped += 1;
+        }
+        self.records.push_back(r);
+    }
 }
 
 /// One request the engine sent to the device (see [`EngineBuilder::record_requests`]).

@@ -310,8 +310,10 @@ impl DeviceEstimate {
     }
 }
 
-/// An application's hint about its access pattern (`posix_fadvise`, `readahead(2)`).
+/// An application's hint about its access pattern (`posix_fadvise`, `readahead(2)`). Kinds
+/// will be added: a policy's `match` needs a wildcard arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Hint {
     /// Back to default behaviour (`POSIX_FADV_NORMAL`).
     Normal,
@@ -362,8 +364,10 @@ pub trait Policy: Send {
     fn on_device(&mut self, _estimate: DeviceEstimate) {}
 }
 
-/// Settings shared by every policy.
+/// Settings shared by every policy. Fields will be added: outside this crate, start from
+/// [`PolicyConfig::new`] or `default()`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PolicyConfig {
     /// Maximum readahead window in pages (the kernel's `ra_pages`; default 32 = 128 KiB). For
     /// `adaptive`, the most one stream keeps ahead of its reader beyond the batch in flight; the
@@ -380,14 +384,43 @@ pub struct PolicyConfig {
     pub folio_max_order: u8,
 }
 
+impl PolicyConfig {
+    /// Windows of at most `ra_max_pages`, requests of at most `io_max_pages`; the rest as
+    /// [`Default`] has it.
+    pub const fn new(ra_max_pages: u64, io_max_pages: u64) -> PolicyConfig {
+        PolicyConfig {
+            ra_max_pages,
+            io_max_pages,
+            ..PolicyConfig::DEFAULT
+        }
+    }
+
+    /// The same, with the `fixed` baseline's window `pages`.
+    pub const fn with_fixed_pages(mut self, pages: u64) -> PolicyConfig {
+        self.fixed_pages = pages;
+        self
+    }
+
+    /// The same, with the page cache's largest folio order `order` (0: no large folios).
+    pub const fn with_folio_max_order(mut self, order: u8) -> PolicyConfig {
+        self.folio_max_order = order;
+        self
+    }
+}
+
+impl PolicyConfig {
+    /// The kernel's defaults: 128 KiB windows and requests, large folios.
+    const DEFAULT: PolicyConfig = PolicyConfig {
+        ra_max_pages: 32,
+        io_max_pages: 32,
+        fixed_pages: 32,
+        folio_max_order: 9,
+    };
+}
+
 impl Default for PolicyConfig {
     fn default() -> Self {
-        PolicyConfig {
-            ra_max_pages: 32,
-            io_max_pages: 32,
-            fixed_pages: 32,
-            folio_max_order: 9,
-        }
+        PolicyConfig::DEFAULT
     }
 }
 

@@ -180,10 +180,10 @@ impl RaContext for Ctx<'_> {
             fallback = self.fill_run(&io, p, run_end, end - 1, fallback);
             let c = &mut self.files[self.file as usize].counters;
             c.pages_read += n;
-            c.read_requests += 1;
+            c.requests += 1;
             match io.kind {
                 IoKind::Sync => c.sync_requests += 1,
-                IoKind::Ahead => c.async_requests += 1,
+                IoKind::Ahead => c.ahead_requests += 1,
             }
             started += n;
             p = run_end;

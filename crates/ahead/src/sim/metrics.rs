@@ -1,8 +1,11 @@
 //! What a run reports: the counters the driver keeps per file, and the figures made from them
-//! (the faithful accounting and the paper's), per file and for the run.
+//! (the faithful accounting and the paper's), per file and for the run. The names and meanings
+//! are the engine's too ([`crate::engine::Stats`]); JSON keeps the names of before,
+//! `read_requests` and `async_requests`, beside them.
 
 /// The figures of one run, under one accounting.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+#[serde(into = "MetricsJson")]
 pub struct Metrics {
     /// Pages the application asked for (each read's pages, clipped at EOF).
     pub pages_requested: u64,
@@ -11,15 +14,17 @@ pub struct Metrics {
     /// Pages read and never used by the end of the run.
     pub wasted_pages: u64,
     /// Device requests.
-    pub read_requests: u64,
-    /// `pages_read / read_requests`.
+    pub requests: u64,
+    /// `pages_read / requests`.
     pub avg_request_pages: f64,
     /// Requests the reader waited for.
     pub sync_requests: u64,
     /// Requests read ahead.
-    pub async_requests: u64,
-    /// Pages of reads that were already cached (or in flight) when the read began.
+    pub ahead_requests: u64,
+    /// Pages of reads that were ready when the reader reached them (no wait).
     pub hit_pages: u64,
+    /// Pages of reads the reader waited for: in flight, or read for it.
+    pub miss_pages: u64,
     /// Pages read ahead, evicted before anyone used them, and then read again (refaults).
     pub thrashed_pages: u64,
     /// Time the reader spent waiting for data, in milliseconds.
@@ -28,14 +33,55 @@ pub struct Metrics {
     pub modeled_ms: f64,
 }
 
+/// [`Metrics`] as JSON: its fields, and the names `requests` and `ahead_requests` had before
+/// the engine and the simulator shared theirs.
+#[derive(serde::Serialize)]
+struct MetricsJson {
+    pages_requested: u64,
+    pages_read: u64,
+    wasted_pages: u64,
+    requests: u64,
+    read_requests: u64,
+    avg_request_pages: f64,
+    sync_requests: u64,
+    ahead_requests: u64,
+    async_requests: u64,
+    hit_pages: u64,
+    miss_pages: u64,
+    thrashed_pages: u64,
+    stall_ms: f64,
+    modeled_ms: f64,
+}
+
+impl From<Metrics> for MetricsJson {
+    fn from(m: Metrics) -> MetricsJson {
+        MetricsJson {
+            pages_requested: m.pages_requested,
+            pages_read: m.pages_read,
+            wasted_pages: m.wasted_pages,
+            requests: m.requests,
+            read_requests: m.requests,
+            avg_request_pages: m.avg_request_pages,
+            sync_requests: m.sync_requests,
+            ahead_requests: m.ahead_requests,
+            async_requests: m.ahead_requests,
+            hit_pages: m.hit_pages,
+            miss_pages: m.miss_pages,
+            thrashed_pages: m.thrashed_pages,
+            stall_ms: m.stall_ms,
+            modeled_ms: m.modeled_ms,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Counters {
     pub(super) pages_requested: u64,
     pub(super) pages_read: u64,
     pub(super) used_pages: u64,
-    pub(super) read_requests: u64,
+    pub(super) requests: u64,
     pub(super) sync_requests: u64,
-    pub(super) async_requests: u64,
+    pub(super) ahead_requests: u64,
     pub(super) hit_pages: u64,
     pub(super) thrashed_pages: u64,
     pub(super) stall_ns: u64,
@@ -52,9 +98,9 @@ impl Counters {
         self.pages_requested += o.pages_requested;
         self.pages_read += o.pages_read;
         self.used_pages += o.used_pages;
-        self.read_requests += o.read_requests;
+        self.requests += o.requests;
         self.sync_requests += o.sync_requests;
-        self.async_requests += o.async_requests;
+        self.ahead_requests += o.ahead_requests;
         self.hit_pages += o.hit_pages;
         self.thrashed_pages += o.thrashed_pages;
         self.stall_ns += o.stall_ns;
@@ -78,11 +124,12 @@ impl Counters {
             pages_requested: self.pages_requested,
             pages_read: self.pages_read,
             wasted_pages: self.pages_read - self.used_pages,
-            read_requests: self.read_requests,
-            avg_request_pages: ratio(self.pages_read, self.read_requests),
+            requests: self.requests,
+            avg_request_pages: ratio(self.pages_read, self.requests),
             sync_requests: self.sync_requests,
-            async_requests: self.async_requests,
+            ahead_requests: self.ahead_requests,
             hit_pages: self.hit_pages,
+            miss_pages: self.pages_requested - self.hit_pages,
             thrashed_pages: self.thrashed_pages,
             stall_ms: self.stall_ns as f64 / 1e6,
             modeled_ms: self.modeled_ms(),
@@ -93,16 +140,16 @@ impl Counters {
         Metrics {
             pages_read: self.paper_pages_read,
             wasted_pages: self.paper_pages_read.saturating_sub(self.pages_requested),
-            read_requests: self.paper_requests,
+            requests: self.paper_requests,
             avg_request_pages: ratio(self.paper_pages_read, self.paper_requests),
             sync_requests: self.paper_sync,
-            async_requests: self.paper_async,
+            ahead_requests: self.paper_async,
             ..self.faithful()
         }
     }
 }
 
-pub(super) fn ratio(a: u64, b: u64) -> f64 {
+pub(crate) fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 {
         0.0
     } else {

@@ -27,6 +27,7 @@ pub use metrics::{time_ratio, FileReport, Metrics, RunReport};
 use std::collections::BTreeSet;
 
 use context::Ctx;
+pub(crate) use metrics::ratio;
 use metrics::Counters;
 
 use crate::policy::oracle::{Need, Oracle, OracleSettings, Ramp, Taper};
@@ -97,6 +98,9 @@ struct OpenState {
 pub struct Simulator {
     config: SimConfig,
     policy_name: String,
+    /// The caller's maker of each handle's policy ([`Simulator::with_policy`]); `None`: a
+    /// fresh instance of the policy named `policy_name`.
+    policy_maker: Option<PolicyMaker>,
     cache: PageCache,
     device: Device,
     files: Vec<FileState>,
@@ -116,6 +120,9 @@ pub struct Simulator {
     /// from read to read).
     copied: Vec<cache::Touched>,
 }
+
+/// A caller's maker of policies, one per opened handle, from the settings of the run.
+pub type PolicyMaker = Box<dyn FnMut(PolicyConfig) -> Box<dyn Policy>>;
 
 /// A read that waited for pages in flight.
 #[derive(Clone, Copy)]
@@ -193,12 +200,32 @@ impl Simulator {
     /// A simulator that gives every opened handle a fresh instance of `policy_name`.
     pub fn new(policy_name: &str, config: SimConfig) -> Result<Simulator, String> {
         policy::validate_name(policy_name)?;
+        Simulator::build(policy_name.to_string(), None, config)
+    }
+
+    /// A simulator that gives every opened handle a policy of the caller's own, made by
+    /// `make` from the run's policy settings (as [`crate::OpenOptions::policy_maker`] does on
+    /// the engine): a policy written outside this crate runs against the same cache and
+    /// device model as the built-in ones. Reports name it as its instances do.
+    pub fn with_policy(
+        make: impl FnMut(PolicyConfig) -> Box<dyn Policy> + 'static,
+        config: SimConfig,
+    ) -> Result<Simulator, String> {
+        Simulator::build(String::new(), Some(Box::new(make)), config)
+    }
+
+    fn build(
+        policy_name: String,
+        policy_maker: Option<PolicyMaker>,
+        config: SimConfig,
+    ) -> Result<Simulator, String> {
         if config.cache_pages == 0 {
             return Err("the cache must hold at least one page".into());
         }
         Ok(Simulator {
             config,
-            policy_name: policy_name.to_string(),
+            policy_name,
+            policy_maker,
             cache: PageCache::new(config.cache_pages, config.eviction),
             device: Device::new(config.device, config.policy.io_max_pages),
             files: Vec::new(),
@@ -244,7 +271,16 @@ impl Simulator {
     /// Open `file` as `handle` (replacing any handle of that number). The oracle cannot be
     /// opened this way: it needs the whole workload ([`Self::run_workload`]).
     pub fn open(&mut self, handle: u32, file: u32) -> Result<(), String> {
-        let policy = policy::by_name(&self.policy_name, self.config.policy)?;
+        let policy = match &mut self.policy_maker {
+            Some(make) => {
+                let policy = make(self.config.policy);
+                if self.policy_name.is_empty() {
+                    self.policy_name = policy.name().to_string();
+                }
+                policy
+            }
+            None => policy::by_name(&self.policy_name, self.config.policy)?,
+        };
         self.open_with(handle, file, policy)
     }
 
@@ -390,7 +426,9 @@ impl Simulator {
                     }
                 },
             };
-            if touched.loaded_seq < seq {
+            // A hit is a page ready when the reader reaches it, as the engine counts one:
+            // brought in before this read, and not still in flight.
+            if touched.loaded_seq < seq && touched.ready_ns <= now {
                 c.hit_pages += 1;
             }
             if touched.first_use {
@@ -480,7 +518,7 @@ impl Simulator {
     /// Replay a whole workload. The oracle reads it all first, to know the future; on a fresh
     /// simulator it plays each of its ramps ([`Ramp`]) and keeps the fastest.
     pub fn run_workload(&mut self, workload: Workload) -> Result<(), String> {
-        if self.policy_name != ORACLE {
+        if self.policy_maker.is_some() || self.policy_name != ORACLE {
             let ids = self.add_files(&workload.files);
             return self.replay(workload.events, &ids, None);
         }
@@ -578,6 +616,18 @@ impl Simulator {
 /// Run `workload` through `policy_name` with `config`.
 pub fn run(policy_name: &str, config: SimConfig, workload: Workload) -> Result<RunReport, String> {
     let mut sim = Simulator::new(policy_name, config)?;
+    sim.run_workload(workload)?;
+    Ok(sim.report())
+}
+
+/// Run `workload` with a policy of the caller's own, one made by `make` per handle (see
+/// [`Simulator::with_policy`]).
+pub fn run_with(
+    make: impl FnMut(PolicyConfig) -> Box<dyn Policy> + 'static,
+    config: SimConfig,
+    workload: Workload,
+) -> Result<RunReport, String> {
+    let mut sim = Simulator::with_policy(make, config)?;
     sim.run_workload(workload)?;
     Ok(sim.report())
 }

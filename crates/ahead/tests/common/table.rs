@@ -38,11 +38,7 @@ pub fn config(device: DeviceModel, compute_ns_per_page: u64) -> SimConfig {
         device,
         compute_ns_per_page,
         cache_pages: (64 << 20) / 4096,
-        policy: PolicyConfig {
-            ra_max_pages: 2048,
-            io_max_pages: 1024,
-            ..PolicyConfig::default()
-        },
+        policy: PolicyConfig::new(2048, 1024),
         ..SimConfig::default()
     }
 }
@@ -178,18 +174,13 @@ impl FigureBars {
         let a = fig.run("adaptive", config).expect("figure runs").faithful;
         let best = ["linux-2.6.7", "pratt", "linux-ondemand"]
             .iter()
-            .map(|p| {
-                fig.run(p, config)
-                    .expect("figure runs")
-                    .faithful
-                    .read_requests
-            })
+            .map(|p| fig.run(p, config).expect("figure runs").faithful.requests)
             .min()
             .expect("three policies");
         FigureBars {
             wasted: a.wasted_pages,
             wasted_allowed: fig.requested / 100,
-            requests: a.read_requests,
+            requests: a.requests,
             best_kernel_requests: best,
             requests_allowed: best + best.div_ceil(100),
         }

@@ -8,22 +8,29 @@
 //!   the fallback where io_uring is missing.
 //! * [`sync`]: the source's reads in the caller's thread, ahead requests included: the
 //!   baseline.
-//! * [`faults`]: wraps any of them and injects failures, short reads and delays (tests).
+//! * `faults` (the `testing` feature): wraps any of them and injects failures, short reads
+//!   and delays.
 //!
 //! A backend is handed [`ReadOp`]s and reports each one, once, to [`Completer::complete`].
 //! What it reads from is the op's source (`engine/source`): `threads` and `sync` call its
 //! blocking `read`; `uring` reads its descriptor, and reads a source without one in the
 //! submitting thread.
 
+#[cfg(feature = "testing")]
 pub mod faults;
 pub mod sync;
 pub mod threads;
+#[cfg(feature = "uring")]
 pub mod uring;
 
 /// The registry: every backend, one line each (its file holds its entry). `auto` picks the
 /// first; one that cannot start falls back to [`FALLBACK`].
+#[cfg(feature = "uring")]
 pub(crate) const BACKENDS: &[Registered] =
     &[uring::REGISTERED, threads::REGISTERED, sync::REGISTERED];
+/// The registry without the `uring` feature: `auto` is the thread pool.
+#[cfg(not(feature = "uring"))]
+pub(crate) const BACKENDS: &[Registered] = &[threads::REGISTERED, sync::REGISTERED];
 
 /// Where a backend that cannot start falls back to: the thread pool, which needs nothing of
 /// the kernel but threads.
@@ -38,6 +45,7 @@ pub(crate) struct Registered {
 }
 
 /// What a backend is started with.
+#[cfg_attr(not(feature = "uring"), allow(dead_code))] // the arena and the probe are io_uring's
 pub(crate) struct StartWith {
     /// The cache's arena (base, bytes): the memory every read lands in.
     pub arena: (*mut u8, usize),

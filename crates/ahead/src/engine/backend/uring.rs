@@ -607,13 +607,13 @@ mod tests {
         )
         .unwrap();
         let size = opened.identity.size;
-        let data = Arc::new(FileData {
-            id: 0,
-            table: cache.table(0, size / PAGE_SIZE),
+        let data = Arc::new(FileData::new(
+            0,
+            cache.table(0, size / PAGE_SIZE),
             size,
-            source: opened.source,
-            meter: Arc::new(crate::engine::DeviceMeter::new(None)),
-        });
+            opened.source,
+            Arc::new(crate::engine::DeviceMeter::new(None)),
+        ));
         let probe = Arc::new(BacklogProbe {
             shared: OnceLock::new(),
             backlog_at_completion: Mutex::new(Vec::new()),
