@@ -2,12 +2,13 @@
 //!
 //! Policies decide, drivers act. A readahead [`policy`] is a pure state machine per open file:
 //! told of each application read, it looks at the cache and asks for I/O. The [`sim`]ulator is
-//! one driver: it replays [`pattern`]s and [`trace`]s against a modelled page cache and device
-//! and reports the figures the 2004 readahead paper reported, with modelled time. [`paper`]
-//! reproduces that paper's Figures 4-10. [`kernel`] records the live kernel's readahead
+//! one driver: it replays [`pattern`]s and traces against a modelled page cache and device
+//! and reports the figures the 2004 readahead paper reported, with modelled time. `paper`
+//! reproduces that paper's Figures 4-10. `kernel` records the live kernel's readahead
 //! decisions and lines them up with the `linux-ondemand` model's. The [`engine`] is the other
 //! driver: the same policies reading real files, with io_uring over `O_DIRECT` into a cache of
-//! its own under one memory budget.
+//! its own under one memory budget. (`trace`, `paper`, `kernel`, `report` and `os` are the
+//! command line's, with the `tools` feature.)
 
 //!
 //! # Embedding the engine
@@ -150,8 +151,8 @@ pub mod units;
 pub mod workload;
 
 pub use engine::{
-    Advice, BackendChoice, Engine, EngineBuilder, File, OpenOptions, Prefetch, Range, ReadAt,
-    ReadMany, ReadStream, RequestRecord, Stats,
+    Advice, BackendChoice, Engine, EngineBuilder, File, FileStats, Latency, OpenOptions, Prefetch,
+    Range, ReadAt, ReadMany, ReadStream, RequestRecord, Stats,
 };
 pub use policy::DeviceEstimate;
 pub use policy::{AppRead, Hint, IoKind, IoRequest, Policy, PolicyConfig, RaContext};

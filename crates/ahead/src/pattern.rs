@@ -211,6 +211,9 @@ const DEFAULT_BS: u64 = 4096;
 
 impl Pattern {
     /// Parse a spec such as `seq:size=1g,bs=16k` or `paper:read=30,seek=2,repeat=984`.
+    ///
+    /// # Errors
+    /// An unknown pattern or key, or a value that does not parse, naming it.
     pub fn parse(spec: &str) -> Result<Pattern, String> {
         let spec = spec.trim();
         let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));

@@ -100,6 +100,9 @@ impl fmt::Display for Bytes {
 }
 
 /// Parse a size such as `4k`, `128KiB`, `1m`, `2G` or `4096` (bytes).
+///
+/// # Errors
+/// Text that is not a number with an optional unit, naming it.
 pub fn parse_size(text: &str) -> Result<Bytes, String> {
     let t = text.trim();
     let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());

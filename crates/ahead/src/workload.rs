@@ -1,6 +1,6 @@
 //! What a simulation replays: a set of files and a stream of opens, reads, hints and closes.
 //!
-//! Patterns ([`crate::pattern`]) and traces ([`crate::trace`]) both produce a [`Workload`]; the
+//! Patterns ([`crate::pattern`]) and traces (`crate::trace`, with the `tools` feature) both produce a [`Workload`]; the
 //! simulator ([`crate::sim`]) consumes one. Offsets are in bytes, as applications issue them.
 
 use crate::policy::Hint;

@@ -256,6 +256,34 @@ fn an_awaited_prefetch_leaves_its_ranges_cached_whatever_the_policy() {
     }
 }
 
+/// Will-need advice reads its range whatever the policy, as `posix_fadvise` does: under
+/// `none` (which ignores the hint) and `fixed` the range is read, once the reads land every
+/// page of it is a hit, and nothing is cancelled.
+#[test]
+fn will_need_advice_reads_its_range_under_any_policy() {
+    use ahead::Advice;
+    let path = make_file("willneed", 4 << 20);
+    let reference = std::fs::File::open(&path).unwrap();
+    for policy in ["none", "fixed"] {
+        let engine = engine(BackendChoice::THREADS, policy, 64 << 20);
+        let file = engine.open(&path).unwrap();
+        file.advise(Advice::WillNeed {
+            offset: 1 << 20,
+            len: 512 << 10,
+        })
+        .unwrap();
+        assert!(settles(&engine), "{policy}: the advice's reads land");
+        let before = engine.stats();
+        assert_eq!(before.pages_read, 128, "{policy}");
+        let mut buf = vec![0u8; 512 << 10];
+        file.read_exact_at(&mut buf, 1 << 20).unwrap();
+        assert!(buf == pread(&reference, 1 << 20, 512 << 10), "{policy}");
+        let after = engine.stats();
+        assert_eq!(after.hit_pages - before.hit_pages, 128, "{policy}");
+        assert_eq!(after.cancelled_requests, 0, "{policy}");
+    }
+}
+
 /// A prefetch dropped at once takes back what still waits in the backend's queue: with one
 /// pool thread and 64 requests, most never reach the device, and the pages they claimed are
 /// absent again (nothing stays in flight; reads of them are right).

@@ -405,6 +405,12 @@ impl Prefetch {
     pub fn wait(mut self) -> io::Result<()> {
         block_on(&mut self)
     }
+
+    /// Let the reads run on unwatched: dropped, a detached prefetch cancels nothing
+    /// (`posix_fadvise`'s `WILLNEED`: [`Advice::WillNeed`] is one).
+    pub fn detach(mut self) {
+        self.done = true;
+    }
 }
 
 impl Future for Prefetch {

@@ -223,7 +223,7 @@ impl EngineBuilder {
     /// `lease-break-time` if this process cannot run its signal handler (stopped in a
     /// debugger). A writer that opens with `O_NONBLOCK` (coreutils' `truncate` does) cannot
     /// wait, and is refused once with `EAGAIN`; its next attempt succeeds. See
-    /// [`crate::os::lease_signal`] for the signal it takes.
+    /// [`lease_signal`](Self::lease_signal) for the signal it takes.
     pub fn leases(mut self, on: bool) -> Self {
         self.leases = on;
         self

@@ -80,7 +80,8 @@ use source::{Identity, ObjectKey, Source};
 const PAGE: usize = PAGE_SIZE as usize;
 
 pub use builder::{
-    BackendChoice, EngineBuilder, DEFAULT_BUDGET, DEFAULT_POLICY, DEFAULT_THREADS, MIN_BUDGET,
+    BackendChoice, EngineBuilder, DEFAULT_BUDGET, DEFAULT_POLICY, DEFAULT_REQUEST_LOG_LIMIT,
+    DEFAULT_THREADS, MIN_BUDGET,
 };
 pub use source::local::sizeless;
 #[cfg(feature = "remote")]
@@ -255,6 +256,9 @@ impl Engine {
     }
 
     /// An engine with the default settings.
+    ///
+    /// # Errors
+    /// As [`EngineBuilder::build`].
     pub fn new() -> io::Result<Engine> {
         Engine::builder().build()
     }
@@ -265,7 +269,7 @@ impl Engine {
     /// # Errors
     /// The system's, naming the path: `NotFound`, `PermissionDenied`, `IsADirectory`;
     /// `Unsupported` for a file with no size to read ahead in (a FIFO, a device, a procfs
-    /// file); for a URL, the store's (see [`Engine::stat_object`]).
+    /// file); for a URL, the store's (see `Engine::stat_object`).
     pub fn open(&self, path: impl AsRef<Path>) -> io::Result<File> {
         self.open_with_options(path, OpenOptions::new())
     }

@@ -90,6 +90,9 @@ impl Engine {
     /// together (a merge): up to [`OPENS_AT_ONCE`] opens at a time, each on a thread of its own, then
     /// every file asked for its first bytes (its share of the budget with all of them open).
     /// The first error (in the list's order) is returned, and the files opened are closed.
+    ///
+    /// # Errors
+    /// The first open's error in the list's order, as [`Engine::open`] gives it.
     pub fn open_all<P: Into<PathBuf>>(
         &self,
         paths: impl IntoIterator<Item = P>,

@@ -590,7 +590,13 @@ impl File {
         })
     }
 
-    /// Pass advice to the file's policy (and, for don't-need, drop the range's pages).
+    /// Pass advice to the file's policy. Will-need reads the range now, whatever the policy
+    /// (as `posix_fadvise` does: a detached [`File::prefetch`]), and tells the policy;
+    /// don't-need drops the range's pages.
+    ///
+    /// # Errors
+    /// None today (advice a policy has no use for is ignored, as the kernel ignores it); the
+    /// result is kept for sources that may refuse advice.
     pub fn advise(&self, advice: Advice) -> io::Result<()> {
         let pages = |offset: u64, len: u64| Bytes::page_span(Bytes(offset), Bytes(len.max(1)));
         let hint = match advice {
@@ -598,7 +604,8 @@ impl File {
             Advice::Sequential => Hint::Sequential,
             Advice::Random => Hint::Random,
             Advice::WillNeed { offset, len } => {
-                self.engine.touch(&self.activity);
+                let bytes = usize::try_from(len).unwrap_or(usize::MAX);
+                self.prefetch(&[(offset, bytes)]).detach();
                 let range = pages(offset, len);
                 Hint::WillNeed {
                     start_page: range.first,

@@ -450,6 +450,9 @@ pub const ORACLE: &str = "oracle";
 
 /// How to make the policy called `name`: its registered constructor, or why there is none (an
 /// unknown name, or the oracle, which only the simulator's whole-trace run builds).
+///
+/// # Errors
+/// An unknown name (the message lists the known ones), or `oracle`.
 pub fn maker(name: &str) -> Result<MakePolicy, String> {
     match POLICIES.iter().find(|p| p.name == name) {
         Some(Registered {
@@ -467,11 +470,17 @@ pub fn maker(name: &str) -> Result<MakePolicy, String> {
 }
 
 /// Make a fresh per-file instance of the policy called `name`.
+///
+/// # Errors
+/// As [`maker`].
 pub fn by_name(name: &str, config: PolicyConfig) -> Result<Box<dyn Policy>, String> {
     maker(name).map(|make| make(config))
 }
 
 /// Check a policy name without building one.
+///
+/// # Errors
+/// An unknown name, listing the known ones.
 pub fn validate_name(name: &str) -> Result<(), String> {
     if POLICIES.iter().any(|p| p.name == name) {
         return Ok(());

@@ -68,6 +68,9 @@ impl DeviceModel {
     pub const PRESETS: [DeviceModel; 3] = [Self::NVME, Self::HDD, Self::REMOTE];
 
     /// The preset called `name`.
+    ///
+    /// # Errors
+    /// An unknown name, listing the presets.
     pub fn preset(name: &str) -> Result<DeviceModel, String> {
         Self::PRESETS
             .iter()

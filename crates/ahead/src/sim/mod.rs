@@ -198,6 +198,9 @@ impl ThrashLog {
 
 impl Simulator {
     /// A simulator that gives every opened handle a fresh instance of `policy_name`.
+    ///
+    /// # Errors
+    /// An unknown policy name; a cache of no pages.
     pub fn new(policy_name: &str, config: SimConfig) -> Result<Simulator, String> {
         policy::validate_name(policy_name)?;
         Simulator::build(policy_name.to_string(), None, config)
@@ -207,6 +210,9 @@ impl Simulator {
     /// `make` from the run's policy settings (as [`crate::OpenOptions::policy_maker`] does on
     /// the engine): a policy written outside this crate runs against the same cache and
     /// device model as the built-in ones. Reports name it as its instances do.
+    ///
+    /// # Errors
+    /// A cache of no pages.
     pub fn with_policy(
         make: impl FnMut(PolicyConfig) -> Box<dyn Policy> + 'static,
         config: SimConfig,
@@ -270,6 +276,9 @@ impl Simulator {
 
     /// Open `file` as `handle` (replacing any handle of that number). The oracle cannot be
     /// opened this way: it needs the whole workload ([`Self::run_workload`]).
+    ///
+    /// # Errors
+    /// An unknown file; the oracle (see above).
     pub fn open(&mut self, handle: u32, file: u32) -> Result<(), String> {
         let policy = match &mut self.policy_maker {
             Some(make) => {
@@ -286,6 +295,9 @@ impl Simulator {
 
     /// Open `file` as `handle` with a policy of the caller's own (as [`crate::engine::Engine::open_with`]
     /// does on the engine).
+    ///
+    /// # Errors
+    /// An unknown file.
     pub fn open_with(
         &mut self,
         handle: u32,
@@ -329,6 +341,9 @@ impl Simulator {
     }
 
     /// Pass a hint to `handle`'s policy. `DontNeed` also drops the range's pages from the cache.
+    ///
+    /// # Errors
+    /// A handle not open.
     pub fn hint(&mut self, handle: u32, hint: Hint) -> Result<(), String> {
         let file = self.open_state(handle)?.file;
         if let Hint::DontNeed { start_page, pages } = hint {
@@ -347,6 +362,9 @@ impl Simulator {
     }
 
     /// The application reads `len` bytes at `offset` through `handle`.
+    ///
+    /// # Errors
+    /// A handle not open.
     pub fn read(&mut self, handle: u32, offset: Bytes, len: Bytes) -> Result<(), String> {
         let file = self.open_state(handle)?.file;
         let file_pages = self.files[file as usize].pages;
@@ -517,6 +535,9 @@ impl Simulator {
 
     /// Replay a whole workload. The oracle reads it all first, to know the future; on a fresh
     /// simulator it plays each of its ramps ([`Ramp`]) and keeps the fastest.
+    ///
+    /// # Errors
+    /// An event naming a file or handle the workload never opened.
     pub fn run_workload(&mut self, workload: Workload) -> Result<(), String> {
         if self.policy_maker.is_some() || self.policy_name != ORACLE {
             let ids = self.add_files(&workload.files);
@@ -614,6 +635,9 @@ impl Simulator {
 }
 
 /// Run `workload` through `policy_name` with `config`.
+///
+/// # Errors
+/// As [`Simulator::new`] and [`Simulator::run_workload`].
 pub fn run(policy_name: &str, config: SimConfig, workload: Workload) -> Result<RunReport, String> {
     let mut sim = Simulator::new(policy_name, config)?;
     sim.run_workload(workload)?;
@@ -622,6 +646,9 @@ pub fn run(policy_name: &str, config: SimConfig, workload: Workload) -> Result<R
 
 /// Run `workload` with a policy of the caller's own, one made by `make` per handle (see
 /// [`Simulator::with_policy`]).
+///
+/// # Errors
+/// As [`Simulator::with_policy`] and [`Simulator::run_workload`].
 pub fn run_with(
     make: impl FnMut(PolicyConfig) -> Box<dyn Policy> + 'static,
     config: SimConfig,
