@@ -354,6 +354,14 @@ impl RawFile {
             .map_err(|e| os_error(e, &self.name))
     }
 
+    /// This file's figures as JSON (`ahead.File.stats` parses it): the engine's counters for
+    /// this file alone.
+    fn stats_json(&self) -> PyResult<String> {
+        let guard = self.open_file()?;
+        let file = guard.as_ref().expect("checked open");
+        serde_json::to_string(&file.stats()).map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
     /// Close: later calls fail; reads in flight finish first.
     fn close(&self, py: Python<'_>) {
         let file = py.detach(|| {

@@ -103,8 +103,12 @@ def test_advise_and_stats(data):
         f.advise("normal")
         with pytest.raises(ValueError):
             f.advise("soon")
+        own = f.stats()
+        assert own["reads"] >= 1 and own["bytes_returned"] >= 4096
+        assert own["hit_pages"] + own["miss_pages"] >= 1 and own["path"] == str(path)
     stats = engine.stats()
     assert stats["backend"] == "threads" and stats["policy"] == "adaptive"
+    assert stats["reads"] >= own["reads"] and stats["read_latency"]["count"] == stats["reads"]
     assert stats["budget_bytes"] == 16 << 20
     assert stats["reads"] >= 1 and stats["bytes_returned"] >= 4096 and stats["pages_read"] >= 1
 

@@ -255,6 +255,12 @@ class File(io.RawIOBase):
         self._checkClosed()
         self._raw.advise(advice, offset, length)
 
+    def stats(self) -> Dict[str, Any]:
+        """This file's figures (reads, hit and miss pages, requests, pages read and wasted,
+        stall time, ...): the engine's counters, for this file alone."""
+        self._checkClosed()
+        return json.loads(self._raw.stats_json())
+
     def is_direct(self) -> bool:
         """Whether reads bypass the kernel's page cache (O_DIRECT)."""
         self._checkClosed()
