@@ -256,11 +256,12 @@ fn an_awaited_prefetch_leaves_its_ranges_cached_whatever_the_policy() {
     }
 }
 
-/// Will-need advice reads its range whatever the policy, as `posix_fadvise` does: under
-/// `none` (which ignores the hint) and `fixed` the range is read, once the reads land every
-/// page of it is a hit, and nothing is cancelled.
+/// A detached prefetch reads its range whatever the policy, as `posix_fadvise`'s `WILLNEED`
+/// does: under `none` and `fixed` the range is read, once the reads land every page of it is a
+/// hit, and nothing is cancelled. Will-need advice, by contrast, is the policy's: `none` reads
+/// nothing for it.
 #[test]
-fn will_need_advice_reads_its_range_under_any_policy() {
+fn a_detached_prefetch_reads_its_range_under_any_policy() {
     use ahead::Advice;
     let path = make_file("willneed", 4 << 20);
     let reference = std::fs::File::open(&path).unwrap();
@@ -272,7 +273,13 @@ fn will_need_advice_reads_its_range_under_any_policy() {
             len: 512 << 10,
         })
         .unwrap();
-        assert!(settles(&engine), "{policy}: the advice's reads land");
+        assert_eq!(
+            engine.stats().pages_read,
+            0,
+            "{policy}: advice is the policy's"
+        );
+        file.prefetch(&[(1 << 20, 512 << 10)]).detach();
+        assert!(settles(&engine), "{policy}: the prefetch's reads land");
         let before = engine.stats();
         assert_eq!(before.pages_read, 128, "{policy}");
         let mut buf = vec![0u8; 512 << 10];

@@ -406,8 +406,8 @@ impl Prefetch {
         block_on(&mut self)
     }
 
-    /// Let the reads run on unwatched: dropped, a detached prefetch cancels nothing
-    /// (`posix_fadvise`'s `WILLNEED`: [`Advice::WillNeed`] is one).
+    /// Let the reads run on unwatched: a detached prefetch cancels nothing (`posix_fadvise`'s
+    /// `WILLNEED`, whatever the file's policy).
     pub fn detach(mut self) {
         self.done = true;
     }

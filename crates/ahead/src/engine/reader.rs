@@ -590,9 +590,10 @@ impl File {
         })
     }
 
-    /// Pass advice to the file's policy. Will-need reads the range now, whatever the policy
-    /// (as `posix_fadvise` does: a detached [`File::prefetch`]), and tells the policy;
-    /// don't-need drops the range's pages.
+    /// Pass advice to the file's policy; don't-need also drops the range's pages. Will-need
+    /// is the policy's to act on, within its share of the budget (`none` and `fixed` ignore
+    /// it; `open_many` relies on that): [`File::prefetch`] reads a range whatever the policy,
+    /// and can be awaited or detached.
     ///
     /// # Errors
     /// None today (advice a policy has no use for is ignored, as the kernel ignores it); the
@@ -604,8 +605,7 @@ impl File {
             Advice::Sequential => Hint::Sequential,
             Advice::Random => Hint::Random,
             Advice::WillNeed { offset, len } => {
-                let bytes = usize::try_from(len).unwrap_or(usize::MAX);
-                self.prefetch(&[(offset, bytes)]).detach();
+                self.engine.touch(&self.activity);
                 let range = pages(offset, len);
                 Hint::WillNeed {
                     start_page: range.first,
