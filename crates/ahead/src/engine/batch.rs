@@ -314,7 +314,7 @@ impl File {
             }
             let buf = &mut b.out[i];
             let cur = b.cursor.get_or_insert_with(|| {
-                let mut cur = ReadCursor::new(off, len as u64);
+                let mut cur = ReadCursor::new(off, len as u64, Instant::now());
                 if self.copy_ready(&mut cur, buf) {
                     cur.page = cur.end;
                 }
@@ -537,7 +537,7 @@ impl<'a, I: Iterator<Item = Range>> ReadStream<'a, I> {
             };
             self.ahead_pages -= pages;
             let mut buf = vec![0u8; len];
-            let mut cur = ReadCursor::new(off, len as u64);
+            let mut cur = ReadCursor::new(off, len as u64, Instant::now());
             if len == 0 || self.file.copy_ready(&mut cur, &mut buf) {
                 cur.page = cur.end;
             }

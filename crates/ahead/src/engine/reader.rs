@@ -64,7 +64,8 @@ pub(super) struct ReadCursor {
 }
 
 impl ReadCursor {
-    pub(super) fn new(offset: u64, len: u64) -> ReadCursor {
+    /// A read of `len` bytes at `offset`, called at `started`.
+    pub(super) fn new(offset: u64, len: u64, started: Instant) -> ReadCursor {
         let read = AppRead {
             offset: Bytes(offset),
             len: Bytes(len),
@@ -80,7 +81,7 @@ impl ReadCursor {
             hits: 0,
             misses: 0,
             stall: Duration::ZERO,
-            started: Instant::now(),
+            started,
             parked_at: None,
             attempts: 0,
             retried_page: None,
@@ -369,12 +370,13 @@ impl File {
         if buf.is_empty() {
             return Ok(None);
         }
+        let called = Instant::now();
         let size = self.current_size()?;
         if offset >= size {
             return Ok(None);
         }
         self.engine.touch(&self.activity);
-        let mut cur = ReadCursor::new(offset, (buf.len() as u64).min(size - offset));
+        let mut cur = ReadCursor::new(offset, (buf.len() as u64).min(size - offset), called);
         let eof = self.copy_ready(&mut cur, buf);
         let known = PageRange::new(cur.first, cur.page);
         let read = AppRead {
