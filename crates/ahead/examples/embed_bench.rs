@@ -3,7 +3,8 @@
 //!
 //!     cargo run --release -p ahead --example embed_bench -- [async|many|idle|all] [--repeat N] [--dir D]
 //!
-//! * `async`: 64 random 4 KiB reads kept in flight by one tokio task (`read_at_async`),
+//! * `async`: 64 random 4 KiB reads kept in flight by one tokio task (`read_at_async`, and
+//!   `read_direct` into the task's own buffers past the cache),
 //!   against 64 OS threads calling the blocking `read_at`, and fio with io_uring at queue
 //!   depth 64 on the same file (when `fio` is on the PATH): reads per second, and CPU time per
 //!   read (user + system, of the whole process: the engine's completion threads included;
@@ -101,6 +102,41 @@ fn async_run(path: &Path, reads: u64, seed: u64) -> (f64, f64) {
     (done as f64 / secs, cpu_s / done as f64 * 1e6)
 }
 
+/// As `async_run`, with `read_direct`: each read into its own page-aligned buffer, past the
+/// cache (the buffers come back with the reads and go out again).
+fn direct_run(path: &Path, reads: u64, seed: u64) -> (f64, f64) {
+    let e = engine("none", 64 << 20);
+    let file = e.open(path).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let (c0, t0) = (cpu(), Instant::now());
+    let done = rt.block_on(async {
+        use futures_util::stream::{FuturesUnordered, StreamExt};
+        let mut next = rng(seed);
+        let mut in_flight = FuturesUnordered::new();
+        let mut started = 0;
+        while started < 64.min(reads) {
+            let off = next() % (FILE_BYTES / 4096) * 4096;
+            in_flight.push(file.read_direct(ahead::AlignedBuf::new(4096), off));
+            started += 1;
+        }
+        let mut done = 0u64;
+        while let Some((r, buf)) = in_flight.next().await {
+            assert_eq!(r.unwrap(), 4096);
+            done += 1;
+            if started < reads {
+                let off = next() % (FILE_BYTES / 4096) * 4096;
+                in_flight.push(file.read_direct(buf, off));
+                started += 1;
+            }
+        }
+        done
+    });
+    let (secs, cpu_s) = (t0.elapsed().as_secs_f64(), (cpu() - c0).as_secs_f64());
+    (done as f64 / secs, cpu_s / done as f64 * 1e6)
+}
+
 fn threads_run(path: &Path, reads: u64, seed: u64) -> (f64, f64) {
     let e = engine("none", 64 << 20);
     let file = e.open(path).unwrap();
@@ -157,9 +193,10 @@ fn bench_async(dir: &Path, repeat: usize) {
         .arg("--version")
         .output()
         .is_ok();
-    let (mut a, mut t, mut f) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut a, mut d, mut t, mut f) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for r in 0..repeat {
         a.push(async_run(&path, reads, r as u64 + 1));
+        d.push(direct_run(&path, reads, r as u64 + 1));
         t.push(threads_run(&path, reads, r as u64 + 1));
         if has_fio {
             f.extend(fio_run(&path, 4));
@@ -181,16 +218,23 @@ fn bench_async(dir: &Path, repeat: usize) {
         i
     };
     let ai = row("ahead async, one tokio task", &a);
+    let di = row("  the same, read_direct", &d);
     row("ahead blocking, 64 threads", &t);
     let fi = row("fio io_uring, iodepth 64", &f);
     if fi.is_finite() {
-        println!("async / fio IOPS (medians): {:.3}", ai / fi);
+        println!(
+            "async / fio IOPS (medians): {:.3}; read_direct {:.3}",
+            ai / fi,
+            di / fi
+        );
     }
     // Per round, so the drift between rounds cancels.
     if f.len() == a.len() {
-        let mut ratios: Vec<f64> = a.iter().zip(&f).map(|(x, y)| x.0 / y.0).collect();
-        let (m, lo, hi) = median(&mut ratios);
-        println!("async / fio IOPS per round: median {m:.3} ({lo:.3}-{hi:.3})");
+        for (name, v) in [("async", &a), ("read_direct", &d)] {
+            let mut ratios: Vec<f64> = v.iter().zip(&f).map(|(x, y)| x.0 / y.0).collect();
+            let (m, lo, hi) = median(&mut ratios);
+            println!("{name} / fio IOPS per round: median {m:.3} ({lo:.3}-{hi:.3})");
+        }
     }
 }
 
@@ -313,6 +357,15 @@ fn main() {
         for r in 0..repeat {
             let (i, c) = async_run(&path, 200_000, r as u64 + 1);
             println!("async: {i:.0} reads/s, {c:.2} us CPU/read");
+            let (i, c) = direct_run(&path, 200_000, r as u64 + 1);
+            println!("read_direct: {i:.0} reads/s, {c:.2} us CPU/read");
+        }
+    }
+    if what == "direct-only" {
+        let path = dir.join("embed-2g");
+        for r in 0..repeat {
+            let (i, c) = direct_run(&path, 200_000, r as u64 + 1);
+            println!("read_direct: {i:.0} reads/s, {c:.2} us CPU/read");
         }
     }
     if what == "async" || what == "all" {

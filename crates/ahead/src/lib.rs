@@ -15,7 +15,9 @@
 //!
 //! What a storage engine or a data service uses is at the root: [`Engine`] (with
 //! [`EngineBuilder`]), [`File`], [`OpenOptions`], [`Advice`], [`Stats`] and the batch and async
-//! types ([`ReadAt`], [`ReadMany`], [`Prefetch`], [`ReadStream`]). The examples below run as
+//! types ([`ReadAt`], [`ReadMany`], [`Prefetch`], [`ReadStream`], and [`ReadDirect`] for reads
+//! into the caller's own [`AlignedBuf`] past the cache, as a database with its own buffer pool
+//! reads random blocks). The examples below run as
 //! doc tests (`cargo test --doc`), each on a file of its own.
 //!
 //! **A blocking read**, `pread(2)`-style, from any number of threads:
@@ -151,8 +153,8 @@ pub mod units;
 pub mod workload;
 
 pub use engine::{
-    Advice, BackendChoice, Engine, EngineBuilder, File, FileStats, Latency, OpenOptions, Prefetch,
-    Range, ReadAt, ReadMany, ReadStream, RequestRecord, Stats,
+    Advice, AlignedBuf, BackendChoice, Engine, EngineBuilder, File, FileStats, Latency,
+    OpenOptions, Prefetch, Range, ReadAt, ReadDirect, ReadMany, ReadStream, RequestRecord, Stats,
 };
 pub use policy::DeviceEstimate;
 pub use policy::{AppRead, Hint, IoKind, IoRequest, Policy, PolicyConfig, RaContext};

@@ -155,6 +155,69 @@ proptest! {
         prop_assert!(got == want, "async read_many");
     }
 
+    /// Direct reads (into the caller's own buffer, past the cache) from many tasks return what
+    /// pread does, at the file's end too, while cached reads of the same file go on beside
+    /// them; the counts add up, and nothing is cached by them.
+    #[test]
+    fn direct_reads_equal_pread(
+        size in prop_oneof![1usize..5000, 5000usize..2_000_000],
+        backend in 0usize..3,
+        tasks in 1usize..=16,
+        seed in any::<u64>(),
+    ) {
+        let path = make_file(&format!("direct-{size}"), size);
+        let engine = engine(BACKENDS[backend], "adaptive", 1 << 20);
+        let file = Arc::new(engine.open(&path).unwrap());
+        let reference = Arc::new(std::fs::File::open(&path).unwrap());
+        let rt = runtime(2);
+        let wrong = rt.block_on(async {
+            let mut handles = Vec::new();
+            for t in 0..tasks {
+                let (file, reference) = (file.clone(), reference.clone());
+                handles.push(tokio::spawn(async move {
+                    // Reads that went wrong, and reads within the file (those past its end
+                    // are not counted, as for `read_at`).
+                    let (mut wrong, mut within) = (0, 0u64);
+                    let mut next = rng(seed ^ t as u64);
+                    for _ in 0..10 {
+                        // Page-aligned offsets up to a page past the end, 1 to 16 pages.
+                        let pages = size as u64 / 4096 + 2;
+                        let off = next() % pages * 4096;
+                        let len = (1 + next() % 16) as usize * 4096;
+                        let buf = ahead::AlignedBuf::new(len);
+                        let (got, buf) = file.read_direct(buf, off).await;
+                        let n = got.unwrap();
+                        let want = pread(&reference, off, len);
+                        if n != want.len() || buf.as_slice()[..n] != want[..] {
+                            wrong += 1;
+                        }
+                        // A cached read beside it.
+                        let mut small = vec![0u8; 1000];
+                        let m = file.read_at_async(&mut small, off / 3).await.unwrap();
+                        if small[..m] != pread(&reference, off / 3, 1000)[..] {
+                            wrong += 1;
+                        }
+                        within += u64::from(off < size as u64) + u64::from(off / 3 < size as u64);
+                    }
+                    (wrong, within)
+                }));
+            }
+            let (mut wrong, mut within) = (0, 0);
+            for h in handles {
+                let (w, n) = h.await.unwrap();
+                wrong += w;
+                within += n;
+            }
+            (wrong, within)
+        });
+        let (wrong, within) = wrong;
+        prop_assert_eq!(wrong, 0);
+        prop_assert!(settles(&engine), "pages left in flight");
+        let s = engine.stats();
+        prop_assert_eq!(s.reads, within);
+        prop_assert_eq!(s.read_latency.count, s.reads);
+    }
+
     /// A read stream yields every range, in order, as pread reads it.
     #[test]
     fn read_stream_equals_pread(
@@ -186,6 +249,36 @@ proptest! {
             j += 1;
         }
         prop_assert_eq!(j, rs.len());
+    }
+}
+
+/// A direct read's future dropped while its read is in flight leaves the buffer with the
+/// request until it completes (no write into freed memory: the buffer is owned); an unaligned
+/// offset is refused with the buffer given back.
+#[test]
+fn a_dropped_direct_read_is_safe_and_an_unaligned_one_is_refused() {
+    use std::future::Future;
+    let path = make_file("direct-drop", 8 << 20);
+    let reference = std::fs::File::open(&path).unwrap();
+    for backend in BACKENDS {
+        let engine = engine(backend, "none", 4 << 20);
+        let file = engine.open(&path).unwrap();
+        let waker = futures_util::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        for i in 0..32u64 {
+            let mut read = Box::pin(file.read_direct(ahead::AlignedBuf::new(256 << 10), i << 18));
+            let _ = read.as_mut().poll(&mut cx);
+            drop(read);
+        }
+        assert!(settles(&engine), "{backend:?}: the dropped reads complete");
+        let (got, buf) = runtime(1).block_on(file.read_direct(ahead::AlignedBuf::new(8192), 100));
+        assert_eq!(got.unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
+        assert_eq!(buf.len(), 8192);
+        let (got, buf) = runtime(1).block_on(file.read_direct(buf, 8 << 20));
+        assert_eq!(got.unwrap(), 0, "{backend:?}: at the end");
+        let (got, buf) = runtime(1).block_on(file.read_direct(buf, 4096));
+        assert_eq!(got.unwrap(), 8192);
+        assert!(buf.as_slice() == &pread(&reference, 4096, 8192)[..]);
     }
 }
 

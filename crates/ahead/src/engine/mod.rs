@@ -51,6 +51,7 @@ mod backend;
 mod batch;
 mod builder;
 mod cache;
+pub(crate) mod direct;
 mod meter;
 mod open_many;
 mod options;
@@ -94,6 +95,7 @@ pub fn backend_names() -> impl Iterator<Item = &'static str> {
 }
 pub use activity::IDLE_AFTER_MS;
 pub use batch::{Block, NextRange, Prefetch, Range, ReadAt, ReadMany, ReadStream};
+pub use direct::{AlignedBuf, ReadDirect, DIRECT_MAX_BYTES};
 use meter::{DeviceKey, DeviceMeter, Meters};
 pub use open_many::{OpenMany, OPENS_AHEAD, OPENS_AT_ONCE};
 pub use options::OpenOptions;

@@ -25,13 +25,15 @@ pub(super) struct CacheAndMeter {
 
 impl Completer for CacheAndMeter {
     fn complete(&self, op: Box<ReadOp>, result: io::Result<usize>) {
-        self.cache.complete(
-            &op.file.table,
-            op.first_page,
-            &op.slots,
-            op.expected,
-            &result,
-        );
+        if op.direct.is_none() {
+            self.cache.complete(
+                &op.file.table,
+                op.first_page,
+                &op.slots,
+                op.expected,
+                &result,
+            );
+        }
         if result.is_err() {
             for c in Counters::both(&self.counters, &op.file) {
                 c.io_errors.fetch_add(1, Ordering::Relaxed);
@@ -39,6 +41,12 @@ impl Completer for CacheAndMeter {
         }
         let now = Instant::now();
         self.request_latency.record(now - op.submitted);
+        if let Some(direct) = &op.direct {
+            direct.finish(match &result {
+                Ok(n) => Ok(*n),
+                Err(e) => Err(cache::Failure::of(e).error()),
+            });
+        }
         self.in_flight.fetch_sub(1, Ordering::AcqRel);
         let device = &op.file.meter;
         let left = device.in_flight.fetch_sub(1, Ordering::AcqRel) - 1;
@@ -259,6 +267,7 @@ impl EngineParts {
             submitted: Instant::now(),
             queued_behind: 0,
             iov,
+            direct: None,
         }
     }
 

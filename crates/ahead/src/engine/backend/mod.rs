@@ -87,6 +87,9 @@ pub(crate) struct ReadOp {
     pub queued_behind: usize,
     /// One iovec per run of consecutive slots; a single one when the buffer is contiguous.
     pub iov: Vec<libc::iovec>,
+    /// For a read into a caller's own buffer instead of the cache (no slots): where its
+    /// result goes. The buffer lives there until the read completes.
+    pub direct: Option<Arc<crate::engine::direct::DirectRead>>,
 }
 
 // SAFETY: the iovecs point into the arena, which outlives every op (see `cache::Arena`); an op
@@ -107,9 +110,12 @@ impl ReadOp {
         self.first_page * PAGE_SIZE
     }
 
-    /// Bytes asked for (whole pages).
+    /// Bytes asked for (whole pages): its slots', or a direct read's buffer.
     pub fn len(&self) -> usize {
-        self.slots.len() * PAGE_SIZE as usize
+        match self.direct {
+            None => self.slots.len() * PAGE_SIZE as usize,
+            Some(_) => self.iov.iter().map(|v| v.iov_len).sum(),
+        }
     }
 
     /// Copy `src` into the op's slots from byte `at` of the op on, as far as either goes: for a

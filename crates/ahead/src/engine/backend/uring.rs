@@ -640,6 +640,7 @@ mod tests {
                         iov_base: cache.arena().slot_ptr(first).cast(),
                         iov_len: op_bytes,
                     }],
+                    direct: None,
                 }));
             }
             assert!(shared.drain_backlog(&mut s));
