@@ -6,8 +6,11 @@
 //! * `reaper`: the engine's shape: the reading thread submits each read with its own
 //!   `io_uring_enter`, a second thread reaps and hands the finished reads back through a mutex
 //!   and a condition variable.
+//! * `tokio`: the reaper's shape under the async benchmark's harness: one tokio task keeps 64
+//!   futures in a `FuturesUnordered`, each submitting its read and woken by the reaper thread
+//!   when it completes (what `File::read_direct` does, without the engine around it).
 //!
-//!     cargo run --release -p ahead --example uring_floor -- [single|reaper] [--file F] [--reads N]
+//!     cargo run --release -p ahead --example uring_floor -- [single|reaper|tokio] [--file F] [--reads N]
 //!
 //! Each run prints reads per second; interleave the two and fio on the same file.
 
@@ -76,6 +79,8 @@ fn main() {
                 }
             }
         }
+    } else if mode == "tokio" {
+        done = tokio_floor(fd, base, blocks, reads);
     } else {
         let ring = Arc::new(IoUring::new(256).unwrap());
         let finished = Arc::new((Mutex::new(Vec::<u64>::new()), Condvar::new()));
@@ -123,4 +128,84 @@ fn main() {
     }
     let secs = started_at.elapsed().as_secs_f64();
     println!("{mode}: {:.0} reads/s", done as f64 / secs);
+}
+
+/// A read's completion, as the reaper thread leaves it for the future waiting on it.
+#[derive(Default)]
+struct Landing {
+    result: Option<i32>,
+    waker: Option<std::task::Waker>,
+}
+
+/// The `tokio` shape: see the module comment. Reads done.
+fn tokio_floor(fd: types::Fd, base: usize, blocks: u64, reads: u64) -> u64 {
+    use futures_util::stream::{FuturesUnordered, StreamExt};
+    let ring = Arc::new(IoUring::new(256).unwrap());
+    let landings: Arc<Vec<Mutex<Landing>>> =
+        Arc::new((0..IN_FLIGHT).map(|_| Mutex::default()).collect());
+    {
+        let (ring, landings) = (ring.clone(), landings.clone());
+        std::thread::spawn(move || loop {
+            let _ = ring.submitter().submit_and_wait(1);
+            // SAFETY: this thread is the only consumer of the completion queue.
+            let done: Vec<(u64, i32)> = unsafe { ring.completion_shared() }
+                .map(|c| (c.user_data(), c.result()))
+                .collect();
+            for (slot, result) in done {
+                let mut l = landings[slot as usize].lock().unwrap();
+                l.result = Some(result);
+                if let Some(w) = l.waker.take() {
+                    drop(l);
+                    w.wake();
+                }
+            }
+        });
+    }
+    let submit_lock = Mutex::new(());
+    let read_at = |slot: u64, offset: u64| {
+        let (ring, landings, submit_lock) = (&ring, &landings, &submit_lock);
+        async move {
+            let entry = opcode::Read::new(fd, (base + slot as usize * 4096) as *mut u8, 4096)
+                .offset(offset)
+                .build()
+                .user_data(slot);
+            let held = submit_lock.lock().unwrap();
+            // SAFETY: one producer at a time; the buffer slot outlives the read.
+            unsafe { ring.submission_shared().push(&entry).unwrap() };
+            drop(held);
+            ring.submit().unwrap();
+            std::future::poll_fn(|cx| {
+                let mut l = landings[slot as usize].lock().unwrap();
+                match l.result.take() {
+                    Some(r) => std::task::Poll::Ready((slot, r)),
+                    None => {
+                        l.waker = Some(cx.waker().clone());
+                        std::task::Poll::Pending
+                    }
+                }
+            })
+            .await
+        }
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut random = ahead::pattern::SplitMix64(1);
+        let mut next_offset = move || random.next_u64() % blocks * 4096;
+        let mut in_flight = FuturesUnordered::new();
+        for slot in 0..IN_FLIGHT as u64 {
+            in_flight.push(read_at(slot, next_offset()));
+        }
+        let (mut done, mut started) = (0u64, IN_FLIGHT as u64);
+        while let Some((slot, result)) = in_flight.next().await {
+            assert_eq!(result, 4096);
+            done += 1;
+            if started < reads {
+                started += 1;
+                in_flight.push(read_at(slot, next_offset()));
+            }
+        }
+        done
+    })
 }
