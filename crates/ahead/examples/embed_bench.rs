@@ -62,37 +62,37 @@ fn median(v: &mut [f64]) -> (f64, f64, f64) {
     (v[v.len() / 2], v[0], v[v.len() - 1])
 }
 
-fn async_run(path: &Path, reads: u64, seed: u64) -> (f64, f64) {
-    let e = engine("none", 64 << 20);
-    let file = e.open(path).unwrap();
+/// One tokio task keeps 64 random 4 KiB reads of `file` in flight, each its own future in a
+/// `FuturesUnordered`, polled when its read lands: `read(offset, spare)` starts one, handed
+/// the buffer the read just finished gave back, if it gives one. Reads per second, and CPU time
+/// per read in microseconds.
+fn keep_64_in_flight<B, Fut>(
+    reads: u64,
+    seed: u64,
+    mut read: impl FnMut(u64, Option<B>) -> Fut,
+) -> (f64, f64)
+where
+    Fut: std::future::Future<Output = Option<B>>,
+{
+    use futures_util::stream::{FuturesUnordered, StreamExt};
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
     let (c0, t0) = (cpu(), Instant::now());
-    // One task keeps 64 reads in flight: each read is its own future in a FuturesUnordered,
-    // polled when its own page lands.
     let done = rt.block_on(async {
-        use futures_util::stream::{FuturesUnordered, StreamExt};
         let mut next = rng(seed);
-        let read = |off: u64| {
-            let file = &file;
-            async move {
-                let mut buf = [0u8; 4096];
-                file.read_at_async(&mut buf, off).await
-            }
-        };
+        let mut offset = move || next() % (FILE_BYTES / 4096) * 4096;
         let mut in_flight = FuturesUnordered::new();
         let mut started = 0;
         while started < 64.min(reads) {
-            in_flight.push(read(next() % (FILE_BYTES / 4096) * 4096));
+            in_flight.push(read(offset(), None));
             started += 1;
         }
         let mut done = 0u64;
-        while let Some(r) = in_flight.next().await {
-            r.unwrap();
+        while let Some(spare) = in_flight.next().await {
             done += 1;
             if started < reads {
-                in_flight.push(read(next() % (FILE_BYTES / 4096) * 4096));
+                in_flight.push(read(offset(), spare));
                 started += 1;
             }
         }
@@ -102,39 +102,33 @@ fn async_run(path: &Path, reads: u64, seed: u64) -> (f64, f64) {
     (done as f64 / secs, cpu_s / done as f64 * 1e6)
 }
 
-/// As `async_run`, with `read_direct`: each read into its own page-aligned buffer, past the
-/// cache (the buffers come back with the reads and go out again).
+/// `read_at_async` through the cache.
+fn async_run(path: &Path, reads: u64, seed: u64) -> (f64, f64) {
+    let e = engine("none", 64 << 20);
+    let file = e.open(path).unwrap();
+    keep_64_in_flight(reads, seed, |off, _: Option<()>| {
+        let file = &file;
+        async move {
+            let mut buf = [0u8; 4096];
+            assert_eq!(file.read_at_async(&mut buf, off).await.unwrap(), 4096);
+            None
+        }
+    })
+}
+
+/// `read_direct`: each read into its own page-aligned buffer, past the cache (the buffers come
+/// back with the reads and go out again).
 fn direct_run(path: &Path, reads: u64, seed: u64) -> (f64, f64) {
     let e = engine("none", 64 << 20);
     let file = e.open(path).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let (c0, t0) = (cpu(), Instant::now());
-    let done = rt.block_on(async {
-        use futures_util::stream::{FuturesUnordered, StreamExt};
-        let mut next = rng(seed);
-        let mut in_flight = FuturesUnordered::new();
-        let mut started = 0;
-        while started < 64.min(reads) {
-            let off = next() % (FILE_BYTES / 4096) * 4096;
-            in_flight.push(file.read_direct(ahead::AlignedBuf::new(4096), off));
-            started += 1;
+    keep_64_in_flight(reads, seed, |off, spare| {
+        let read = file.read_direct(spare.unwrap_or_else(|| ahead::AlignedBuf::new(4096)), off);
+        async move {
+            let (n, buf) = read.await;
+            assert_eq!(n.unwrap(), 4096);
+            Some(buf)
         }
-        let mut done = 0u64;
-        while let Some((r, buf)) = in_flight.next().await {
-            assert_eq!(r.unwrap(), 4096);
-            done += 1;
-            if started < reads {
-                let off = next() % (FILE_BYTES / 4096) * 4096;
-                in_flight.push(file.read_direct(buf, off));
-                started += 1;
-            }
-        }
-        done
-    });
-    let (secs, cpu_s) = (t0.elapsed().as_secs_f64(), (cpu() - c0).as_secs_f64());
-    (done as f64 / secs, cpu_s / done as f64 * 1e6)
+    })
 }
 
 fn threads_run(path: &Path, reads: u64, seed: u64) -> (f64, f64) {

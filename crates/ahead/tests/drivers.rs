@@ -13,13 +13,7 @@ mod common;
 
 /// A test file of `size` seeded random bytes, made once per name.
 fn data_file(name: &str, size: u64) -> PathBuf {
-    let path = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("drivers-tests")
-        .join(name);
-    if std::fs::metadata(&path).map(|m| m.len()).ok() == Some(size) {
-        return path;
-    }
-    common::write_test_file("drivers-tests", name, &common::content(size as usize, size))
+    common::seeded_file("drivers-tests", name, size as usize)
 }
 
 /// One read through the engine, checked against pread of the same range.

@@ -20,13 +20,7 @@ fn dir() -> PathBuf {
 
 /// A file of `size` seeded random bytes (made once).
 fn make_file(name: &str, size: usize) -> PathBuf {
-    let path = dir().join(name);
-    if std::fs::metadata(&path).map(|m| m.len()).ok() != Some(size as u64) {
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, common::content(size, size as u64 ^ 0xA5)).unwrap();
-        std::fs::rename(&tmp, &path).unwrap();
-    }
-    path
+    common::seeded_file("embedding-tests", name, size)
 }
 
 fn engine(backend: BackendChoice, policy: &str, budget: u64) -> Engine {

@@ -2,20 +2,14 @@
 //! bounded request log, one set of counter names with the simulator; and the small parts of the
 //! file API an embedder expects of `std::fs::File` (`read_exact_at`, the descriptor).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use ahead::engine::{BackendChoice, Engine, OpenOptions};
 
 mod common;
 
 fn data_file(name: &str, size: usize) -> PathBuf {
-    let path = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("metrics-tests")
-        .join(name);
-    if std::fs::metadata(&path).map(|m| m.len()).ok() == Some(size as u64) {
-        return path;
-    }
-    common::write_test_file("metrics-tests", name, &common::content(size, size as u64))
+    common::seeded_file("metrics-tests", name, size)
 }
 
 fn sync_engine(policy: &str) -> Engine {

@@ -44,6 +44,21 @@ pub fn content(size: usize, seed: u64) -> Vec<u8> {
     v
 }
 
+/// A file of `size` seeded random bytes ([`content`]) named `name` in the folder `subdir`,
+/// made once: an existing one of that size is kept. Written under another name and renamed,
+/// so a test running beside never reads it half written.
+#[allow(dead_code)] // not every test binary makes its files this way
+pub fn seeded_file(subdir: &str, name: &str, size: usize) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(subdir);
+    let path = dir.join(name);
+    if std::fs::metadata(&path).map(|m| m.len()).ok() == Some(size as u64) {
+        return path;
+    }
+    let tmp = write_test_file(subdir, &format!("{name}.tmp"), &content(size, size as u64));
+    std::fs::rename(&tmp, &path).unwrap();
+    path
+}
+
 /// Write `data` to `name` in the test binary's own folder `subdir` (made if missing).
 pub fn write_test_file(subdir: &str, name: &str, data: &[u8]) -> std::path::PathBuf {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(subdir);
