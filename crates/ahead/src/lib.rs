@@ -153,8 +153,9 @@ pub mod units;
 pub mod workload;
 
 pub use engine::{
-    Advice, AlignedBuf, BackendChoice, Engine, EngineBuilder, File, FileStats, Latency,
-    OpenOptions, Prefetch, Range, ReadAt, ReadDirect, ReadMany, ReadStream, RequestRecord, Stats,
+    Advice, AlignedBuf, BackendChoice, Engine, EngineBuilder, Fallback, FallbackKind, File,
+    FileStats, Latency, OpenOptions, Prefetch, Range, ReadAt, ReadDirect, ReadMany, ReadStream,
+    RequestRecord, Stats,
 };
 pub use policy::DeviceEstimate;
 pub use policy::{AppRead, Hint, IoKind, IoRequest, Policy, PolicyConfig, RaContext};

@@ -7,7 +7,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ahead::engine::{Advice, BackendChoice, Engine};
+use ahead::engine::{Advice, BackendChoice, Engine, FallbackKind};
 use proptest::prelude::*;
 
 fn dir() -> PathBuf {
@@ -326,7 +326,7 @@ fn without_io_uring_the_engine_falls_back_to_threads_and_says_why() {
     assert!(
         s.fallbacks
             .iter()
-            .any(|f| f.contains("io_uring unavailable")),
+            .any(|f| f.kind == FallbackKind::Backend && f.message.contains("io_uring unavailable")),
         "{s:?}"
     );
     let file = engine.open(&path).unwrap();
@@ -360,7 +360,9 @@ fn a_filesystem_without_o_direct_is_read_buffered_and_says_so() {
         assert!(buf[..10_000].iter().all(|&b| b == 7));
         let s = engine.stats();
         assert!(
-            s.fallbacks.iter().any(|f| f.contains("O_DIRECT refused")),
+            s.fallbacks
+                .iter()
+                .any(|f| f.kind == FallbackKind::Buffered && f.message.contains("O_DIRECT refused")),
             "{s:?}"
         );
     });
@@ -384,7 +386,7 @@ fn tmpfs_files_read_correctly_whichever_way_they_are_opened() {
     assert!(buf[..50_000] == data[..]);
     let s = engine.stats();
     // Either O_DIRECT (Linux 6.6+ tmpfs) or the fallback, and then it says so.
-    assert!(file.is_direct() || s.fallbacks.iter().any(|f| f.contains("buffered")));
+    assert!(file.is_direct() || s.fallbacks.iter().any(|f| f.kind == FallbackKind::Buffered));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

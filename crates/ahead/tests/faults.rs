@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ahead::engine::{BackendChoice, Engine, Fault, Faults};
+use ahead::engine::{BackendChoice, Engine, FallbackKind, Fault, Faults};
 use ahead::pattern::SplitMix64;
 
 /// The errno the tests inject: one no real read here returns, so it can't be mistaken.
@@ -281,10 +281,9 @@ fn a_file_truncated_extended_or_rewritten_while_open_reads_as_pread_does() {
         }
         assert_eq!(settle(&e), 0, "{backend:?}");
         assert!(
-            e.stats()
-                .fallbacks
-                .iter()
-                .any(|w| w.contains("changed while open")),
+            e.stats().fallbacks.iter().any(
+                |w| w.kind == FallbackKind::Changed && w.message.contains("changed while open")
+            ),
             "{backend:?}: the change is reported in stats"
         );
     }
@@ -343,11 +342,11 @@ fn truncation_racing_readers_never_returns_bytes_past_the_new_end() {
             stop.store(true, Ordering::Release);
         });
         assert_eq!(settle(&e), 0, "{backend:?}");
-        let lease_broke = e
-            .stats()
-            .fallbacks
-            .iter()
-            .any(|w| w.contains("opened for writing or truncated while read"));
+        let lease_broke = e.stats().fallbacks.iter().any(|w| {
+            w.kind == FallbackKind::Changed
+                && w.message
+                    .contains("opened for writing or truncated while read")
+        });
         assert_eq!(
             lease_broke,
             !writer_first,

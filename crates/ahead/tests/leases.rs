@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use ahead::engine::{BackendChoice, Engine};
+use ahead::engine::{BackendChoice, Engine, FallbackKind};
 
 const BACKENDS: [BackendChoice; 3] = [
     BackendChoice::URING,
@@ -96,7 +96,10 @@ fn a_leased_file_read_again_from_the_cache_asks_the_kernel_nothing() {
             s.reads + 1,
             "{backend:?}: without a lease (and the read at the end)"
         );
-        assert!(s.fallbacks.iter().any(|w| w.contains("no read lease")));
+        assert!(s
+            .fallbacks
+            .iter()
+            .any(|w| w.kind == FallbackKind::NoLease && w.message.contains("no read lease")));
     }
 }
 
@@ -124,7 +127,9 @@ fn a_writer_opening_a_leased_file_waits_microseconds_and_its_bytes_are_read() {
         assert!(read_all_4k(&f) == fresh, "{backend:?}: after the rewrite");
         let s = e.stats();
         assert!(
-            s.fallbacks.iter().any(|w| w.contains("opened for writing")),
+            s.fallbacks.iter().any(
+                |w| w.kind == FallbackKind::Changed && w.message.contains("opened for writing")
+            ),
             "{backend:?}: {:?}",
             s.fallbacks
         );

@@ -333,19 +333,25 @@ impl EngineBuilder {
             name => name,
         };
         let Some(entry) = backend::BACKENDS.iter().find(|b| b.name == wanted) else {
-            fallbacks.push(format!(
-                "backend {wanted} not built in (the crate's `{wanted}` feature is off): using {}",
-                backend::FALLBACK.name
+            fallbacks.push(Fallback::new(
+                FallbackKind::Backend,
+                format!(
+                    "backend {wanted} not built in (the crate's `{wanted}` feature is off): using {}",
+                    backend::FALLBACK.name
+                ),
             ));
             return self.finish(core, (backend::FALLBACK.start)(&start_with)?, fallbacks);
         };
         let backend: Box<dyn Backend> = match (entry.start)(&start_with) {
             Ok(b) => b,
             Err(e) if entry.name != backend::FALLBACK.name => {
-                fallbacks.push(format!(
-                    "{} unavailable ({e}): using {}",
-                    entry.about,
-                    backend::FALLBACK.name
+                fallbacks.push(Fallback::new(
+                    FallbackKind::Backend,
+                    format!(
+                        "{} unavailable ({e}): using {}",
+                        entry.about,
+                        backend::FALLBACK.name
+                    ),
                 ));
                 (backend::FALLBACK.start)(&start_with)?
             }
@@ -368,7 +374,7 @@ impl EngineBuilder {
         self,
         core: Arc<CacheAndMeter>,
         backend: Box<dyn Backend>,
-        fallbacks: Vec<String>,
+        fallbacks: Vec<Fallback>,
     ) -> io::Result<Engine> {
         let log = self
             .record_requests

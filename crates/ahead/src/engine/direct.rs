@@ -120,7 +120,7 @@ impl File {
             iov,
             direct: Some(direct.clone()),
         };
-        self.engine.submit_as(&mut vec![op], false);
+        self.engine.submit_one(op, false);
         direct
     }
 }

@@ -104,7 +104,7 @@ pub use reader::File;
 use reader::PolicyState;
 use requests::CacheAndMeter;
 use stats::{Counters, RequestLog};
-pub use stats::{FileStats, Latency, RequestRecord, Stats};
+pub use stats::{Fallback, FallbackKind, FileStats, Latency, RequestRecord, Stats};
 
 /// An application's advice about how it will read a file ([`File::advise`]), in bytes. Kinds
 /// will be added.
@@ -205,7 +205,7 @@ struct EngineParts {
     budget_pages: AtomicU64,
     /// When the next sweep for idle handles is due, in ms of the coarse clock.
     next_sweep_ms: AtomicU64,
-    fallbacks: Mutex<Vec<String>>,
+    fallbacks: Mutex<Vec<Fallback>>,
     started: Instant,
     log: Option<Mutex<RequestLog>>,
 }

@@ -581,7 +581,8 @@ impl File {
             source::Event::Changed(why) => {
                 self.engine.core.cache.drop_range(&d.table, 0, d.pages());
                 self.engine.give_back_memory();
-                self.engine.note_fallback(why);
+                self.engine
+                    .note_fallback(Fallback::new(FallbackKind::Changed, why));
             }
             source::Event::Note(why) => self.engine.note_fallback(why),
             source::Event::SizeChecked => {

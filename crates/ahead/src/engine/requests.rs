@@ -40,13 +40,14 @@ impl Completer for CacheAndMeter {
             }
         }
         let now = Instant::now();
-        self.request_latency.record(now - op.submitted);
+        // The waiting reader first; the bookkeeping after.
         if let Some(direct) = &op.direct {
             direct.finish(match &result {
                 Ok(n) => Ok(*n),
                 Err(e) => Err(cache::Failure::of(e).error()),
             });
         }
+        self.request_latency.record(now - op.submitted);
         self.in_flight.fetch_sub(1, Ordering::AcqRel);
         let device = &op.file.meter;
         let left = device.in_flight.fetch_sub(1, Ordering::AcqRel) - 1;
@@ -180,37 +181,42 @@ impl EngineParts {
     /// to the backend).
     pub(super) fn submit_as(&self, ops: &mut Vec<ReadOp>, in_caller: bool) {
         for op in ops.drain(..) {
-            self.core.in_flight.fetch_add(1, Ordering::AcqRel);
-            let device = &op.file.meter;
-            let queued_behind = device.in_flight.fetch_add(1, Ordering::AcqRel);
-            let now = Instant::now();
-            if queued_behind == 0 {
-                if let Ok(mut m) = device.meter.try_lock() {
-                    m.busy_since.get_or_insert(now);
-                }
+            self.submit_one(op, in_caller);
+        }
+    }
+
+    /// Send one request to the backend, as [`EngineParts::submit_as`] does.
+    pub(super) fn submit_one(&self, op: ReadOp, in_caller: bool) {
+        self.core.in_flight.fetch_add(1, Ordering::AcqRel);
+        let device = &op.file.meter;
+        let queued_behind = device.in_flight.fetch_add(1, Ordering::AcqRel);
+        let now = Instant::now();
+        if queued_behind == 0 {
+            if let Ok(mut m) = device.meter.try_lock() {
+                m.busy_since.get_or_insert(now);
             }
-            if let Some(log) = &self.log {
-                log.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(RequestRecord {
-                        at_ns: (now - self.started).as_nanos() as u64,
-                        first_page: op.first_page,
-                        pages: op.slots.len() as u64,
-                        ahead: op.kind == IoKind::Ahead,
-                    });
-            }
-            let mut op = Box::new(op);
-            op.submitted = now;
-            op.queued_behind = queued_behind;
-            if op.kind == IoKind::Sync && in_caller {
-                // A reader waits for this one: it reads it in its own thread, as the kernel
-                // does a synchronous read. Handing it to another thread and back would cost
-                // two context switches for nothing.
-                let result = self.backend.read_now(&op);
-                self.core.complete(op, result);
-            } else {
-                self.backend.submit(op);
-            }
+        }
+        if let Some(log) = &self.log {
+            log.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(RequestRecord {
+                    at_ns: (now - self.started).as_nanos() as u64,
+                    first_page: op.first_page,
+                    pages: op.slots.len() as u64,
+                    ahead: op.kind == IoKind::Ahead,
+                });
+        }
+        let mut op = Box::new(op);
+        op.submitted = now;
+        op.queued_behind = queued_behind;
+        if op.kind == IoKind::Sync && in_caller {
+            // A reader waits for this one: it reads it in its own thread, as the kernel
+            // does a synchronous read. Handing it to another thread and back would cost
+            // two context switches for nothing.
+            let result = self.backend.read_now(&op);
+            self.core.complete(op, result);
+        } else {
+            self.backend.submit(op);
         }
     }
 
@@ -271,7 +277,7 @@ impl EngineParts {
         }
     }
 
-    pub(super) fn note_fallback(&self, why: String) {
+    pub(super) fn note_fallback(&self, why: Fallback) {
         let mut f = self.fallbacks.lock().unwrap_or_else(|p| p.into_inner());
         if !f.contains(&why) && f.len() < 64 {
             f.push(why);

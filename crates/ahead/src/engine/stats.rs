@@ -12,6 +12,52 @@
 use super::*;
 use hdrhistogram::Histogram;
 
+/// What fell back from what was asked (the kind of [`Fallback`]), for a program to act on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum FallbackKind {
+    /// The backend asked for could not start, or is not built in: another one reads.
+    Backend,
+    /// io_uring could not pin the cache's memory as fixed buffers: plain reads.
+    FixedBuffers,
+    /// A file could not be opened with `O_DIRECT`: it is read through the kernel's page
+    /// cache (buffered, `POSIX_FADV_RANDOM`).
+    Buffered,
+    /// No read lease on a file: each read checks its size with `fstat`.
+    NoLease,
+    /// A file changed while open: its cached pages were dropped.
+    Changed,
+    /// A remote object without an ETag: a change is told by size and Last-Modified only.
+    NoETag,
+}
+
+/// One fallback the engine took: what, and why in words (with the file's name where it
+/// concerns one file). Shown by `Display` as its message.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct Fallback {
+    /// What fell back.
+    pub kind: FallbackKind,
+    /// Why, and what the engine does instead.
+    pub message: String,
+}
+
+impl Fallback {
+    pub(crate) fn new(kind: FallbackKind, message: impl Into<String>) -> Fallback {
+        Fallback {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Fallback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// Statistics of an engine since it started. Fields will be added: built only by the engine.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 #[non_exhaustive]
@@ -19,7 +65,7 @@ pub struct Stats {
     /// The backend reading for the engine: `uring`, `threads` or `sync`.
     pub backend: &'static str,
     /// Every fallback taken, and why (no io_uring, a file read without `O_DIRECT`, ...).
-    pub fallbacks: Vec<String>,
+    pub fallbacks: Vec<Fallback>,
     /// The policy files are opened with.
     pub policy: String,
     /// The memory budget in bytes.
@@ -258,7 +304,11 @@ impl std::fmt::Display for Stats {
     }
 }
 
+/// Aligned to two cache lines of its own: a reader's thread counts into it on every read while
+/// the completion thread updates the atomics beside it (`in_flight`), and sharing a line with
+/// those would move it between CPUs on every read.
 #[derive(Default)]
+#[repr(align(128))]
 pub(crate) struct Counters {
     pub(super) reads: AtomicU64,
     pub(super) bytes_returned: AtomicU64,

@@ -212,7 +212,7 @@ impl Backend for FaultBackend {
         self.inner.name()
     }
 
-    fn late_note(&self) -> Option<String> {
+    fn late_note(&self) -> Option<crate::engine::Fallback> {
         self.inner.late_note()
     }
 

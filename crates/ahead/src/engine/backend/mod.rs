@@ -170,7 +170,7 @@ pub(crate) trait Backend: Send + Sync {
     }
     /// A fallback taken after the start (say, memory the system refused to pin), for
     /// `stats()`.
-    fn late_note(&self) -> Option<String> {
+    fn late_note(&self) -> Option<super::Fallback> {
         None
     }
     /// Whether ahead reads are asynchronous (false for `sync`).

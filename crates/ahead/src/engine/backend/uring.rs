@@ -38,6 +38,7 @@ use io_uring::{opcode, squeue, types, IoUring};
 
 use super::threads::ThreadsBackend;
 use super::{Backend, Completer, FileData, ReadOp};
+use crate::engine::{Fallback, FallbackKind};
 
 /// Reads in flight at most (the ring's submission queue size).
 pub const QUEUE: u32 = 256;
@@ -85,7 +86,7 @@ impl FixedBuffers {
     /// before the submit lock is taken: registering pins the buffer's memory, which costs
     /// milliseconds the first time the arena's memory is touched, and a reader taking back a
     /// queued read must not wait behind it.
-    fn ensure(&self, ring: &IoUring, buf: *mut u8, len: usize, note: &Mutex<Option<String>>) {
+    fn ensure(&self, ring: &IoUring, buf: *mut u8, len: usize, note: &Mutex<Option<Fallback>>) {
         if self.refused.load(Ordering::Relaxed) {
             return;
         }
@@ -112,8 +113,11 @@ impl FixedBuffers {
             Ok(()) => self.registered[k].store(true, Ordering::Release),
             Err(e) => {
                 self.refused.store(true, Ordering::Relaxed);
-                *note.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!(
-                    "io_uring fixed buffers: registering the cache's memory was refused ({e}): plain reads from then on (raise the memlock limit to use them)"
+                *note.lock().unwrap_or_else(|p| p.into_inner()) = Some(Fallback::new(
+                    FallbackKind::FixedBuffers,
+                    format!(
+                        "io_uring fixed buffers: registering the cache's memory was refused ({e}): plain reads from then on (raise the memlock limit to use them)"
+                    ),
                 ));
             }
         }
@@ -187,7 +191,7 @@ struct Shared {
     /// The arena's registered buffers, unless the ring cannot have any.
     fixed: Option<FixedBuffers>,
     /// Why fixed buffers stopped being used after the start, if they did.
-    late_note: Mutex<Option<String>>,
+    late_note: Mutex<Option<Fallback>>,
 }
 
 /// See the module comment.
@@ -250,8 +254,9 @@ impl UringBackend {
             ),
             Err(e) => (
                 None,
-                Some(format!(
-                    "io_uring fixed buffers unavailable ({e}): plain reads"
+                Some(Fallback::new(
+                    FallbackKind::FixedBuffers,
+                    format!("io_uring fixed buffers unavailable ({e}): plain reads"),
                 )),
             ),
         };
@@ -483,7 +488,7 @@ impl Backend for UringBackend {
         shared.enter();
     }
 
-    fn late_note(&self) -> Option<String> {
+    fn late_note(&self) -> Option<Fallback> {
         self.shared
             .late_note
             .lock()

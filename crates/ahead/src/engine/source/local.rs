@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use crate::engine::backend::{preadv_full, ReadOp};
+use crate::engine::{Fallback, FallbackKind};
 use crate::os;
 use crate::units::PAGE_SIZE;
 
@@ -229,16 +230,22 @@ fn opened(
 ) -> io::Result<Opened> {
     let mut notes = Vec::new();
     if let Some(why) = &buffered_because {
-        notes.push(format!(
-            "{}: buffered reads with POSIX_FADV_RANDOM: {why}",
-            path.display()
+        notes.push(Fallback::new(
+            FallbackKind::Buffered,
+            format!(
+                "{}: buffered reads with POSIX_FADV_RANDOM: {why}",
+                path.display()
+            ),
         ));
     }
     let (lease, no_lease) = Lease::new(&fd, settings.leases);
     if let Some(why) = no_lease {
-        notes.push(format!(
-            "{}: no read lease ({why}): each read checks its size with fstat",
-            path.display()
+        notes.push(Fallback::new(
+            FallbackKind::NoLease,
+            format!(
+                "{}: no read lease ({why}): each read checks its size with fstat",
+                path.display()
+            ),
         ));
     }
     let size = st.st_size as u64;
@@ -434,9 +441,12 @@ impl LocalFile {
                                 }
                                 _ => e.to_string(),
                             };
-                            events(Event::Note(format!(
-                                "{}: no read lease yet ({why}): each read checks its size with fstat",
-                                self.path.display()
+                            events(Event::Note(Fallback::new(
+                                FallbackKind::NoLease,
+                                format!(
+                                    "{}: no read lease yet ({why}): each read checks its size with fstat",
+                                    self.path.display()
+                                ),
                             )));
                         }
                         Err(_) => {}

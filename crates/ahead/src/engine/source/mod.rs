@@ -63,7 +63,7 @@ pub(crate) struct Opened {
     pub identity: Identity,
     pub source: Box<dyn Source>,
     /// Fallbacks taken while opening (no `O_DIRECT`, no lease), for `stats()`.
-    pub notes: Vec<String>,
+    pub notes: Vec<super::Fallback>,
 }
 
 /// What a source is, across opens: the same object (an inode, later an object's URL).
@@ -107,7 +107,7 @@ pub(crate) enum Event {
     /// and notes why.
     Changed(String),
     /// A fallback to note in `stats()` (say, no lease to be had).
-    Note(String),
+    Note(super::Fallback),
     /// It asked the system for its size (`stats().size_checks`).
     SizeChecked,
 }

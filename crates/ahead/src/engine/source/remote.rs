@@ -53,6 +53,7 @@ use object_store::{
 
 use super::{Event, Identity, Limits, ObjectKey, OpenSettings, Opened, Registered, Source};
 use crate::engine::backend::ReadOp;
+use crate::engine::{Fallback, FallbackKind};
 use crate::units::PAGE_SIZE;
 
 /// This kind's entry in [`super::SOURCES`].
@@ -387,7 +388,13 @@ fn opened(info: &ObjectInfo, store: Arc<dyn ObjectStore>, location: ObjectPath) 
         Some(tag) => (fingerprint(tag.as_bytes()), Vec::new()),
         None => (
             info.last_modified_ns as i128,
-            vec!["no ETag: a change is told by size and Last-Modified only".to_string()],
+            vec![Fallback::new(
+                FallbackKind::NoETag,
+                format!(
+                    "{}: no ETag: a change is told by size and Last-Modified only",
+                    info.url
+                ),
+            )],
         ),
     };
     Opened {
