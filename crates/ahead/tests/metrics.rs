@@ -202,3 +202,87 @@ fn the_lease_signal_is_a_real_time_one_and_the_processs_own() {
         .unwrap_err();
     assert!(e.to_string().contains(&in_use.to_string()), "{e}");
 }
+
+/// Direct reads (past the cache) are counted by the completion, a burst at a time, before
+/// their readers are woken: a read is in the figures as soon as its future returns, on every
+/// backend, and 64 in flight at once add up to the same figures as one at a time.
+///
+/// | reads in flight  | reads | bytes each | requests (all sync) | miss pages | hit pages |
+/// |------------------|-------|------------|---------------------|------------|-----------|
+/// | 1, then 64 at once | 1 + 64 | 8 KiB    | 65                  | 130        | 0         |
+#[test]
+fn a_direct_read_is_counted_when_its_future_returns() {
+    use futures_util::stream::{FuturesUnordered, StreamExt};
+    let path = data_file("direct-counts", 4 << 20);
+    for backend in [
+        BackendChoice::AUTO,
+        BackendChoice::THREADS,
+        BackendChoice::SYNC,
+    ] {
+        let engine = Engine::builder()
+            .backend(backend)
+            .policy("none")
+            .budget(64 << 20)
+            .build()
+            .unwrap();
+        let file = OpenOptions::new()
+            .record_latency(true)
+            .open(&engine, &path)
+            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let (got, _) = rt.block_on(file.read_direct(ahead::AlignedBuf::new(8192), 8192));
+        assert_eq!(got.unwrap(), 8192);
+        let s = engine.stats();
+        assert_eq!(
+            (
+                s.reads,
+                s.requests,
+                s.sync_requests,
+                s.miss_pages,
+                s.bytes_returned
+            ),
+            (1, 1, 1, 2, 8192),
+            "{backend:?}: counted as soon as the future returned"
+        );
+        rt.block_on(async {
+            let mut reads: FuturesUnordered<_> = (0..64u64)
+                .map(|i| file.read_direct(ahead::AlignedBuf::new(8192), i * 65536))
+                .collect();
+            while let Some((got, _)) = reads.next().await {
+                assert_eq!(got.unwrap(), 8192);
+            }
+        });
+        let (s, f) = (engine.stats(), file.stats());
+        for (who, reads, requests, sync, miss, hit, bytes) in [
+            (
+                "engine",
+                s.reads,
+                s.requests,
+                s.sync_requests,
+                s.miss_pages,
+                s.hit_pages,
+                s.bytes_returned,
+            ),
+            (
+                "file",
+                f.reads,
+                f.requests,
+                f.sync_requests,
+                f.miss_pages,
+                f.hit_pages,
+                f.bytes_returned,
+            ),
+        ] {
+            assert_eq!(
+                (reads, requests, sync, miss, hit, bytes),
+                (65, 65, 65, 130, 0, 65 * 8192),
+                "{backend:?}: the {who}'s figures"
+            );
+        }
+        assert_eq!(s.read_latency.count, 65, "{backend:?}");
+        assert_eq!(s.request_latency.count, 65, "{backend:?}");
+        assert_eq!(f.read_latency.map(|l| l.count), Some(65), "{backend:?}");
+    }
+}

@@ -8,7 +8,10 @@
 //! kernel still writes into it: the request holds the buffer until it completes, whoever is
 //! left to see it. The policy is not consulted and nothing is cached; pages of the range the
 //! cache holds are read again from the file, which holds the same bytes (the engine never
-//! writes). Counted in the stats as reads, requests a reader waited for, and miss pages.
+//! writes). Counted in the stats as reads, requests a reader waited for, and miss pages, by
+//! the completion, with the other reads finished in the same burst, before the reader is
+//! woken (`CacheAndMeter::complete_all`). A direct read does not make its file active for the
+//! readahead budget (`engine::activity`): it takes none of the cache.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -22,17 +25,27 @@ pub const DIRECT_MAX_BYTES: usize = 1 << 30;
 
 /// Where a direct read's result goes, and the buffer it reads into until then.
 pub(crate) struct DirectRead {
-    buffer: Mutex<Option<AlignedBuf>>,
-    outcome: Mutex<(Option<io::Result<usize>>, Option<Waker>)>,
+    slot: Mutex<DirectSlot>,
+    /// When the read was called, and the buffer's pages: what counting it needs (the
+    /// completion counts it, `CacheAndMeter::complete_all`).
+    pub(super) started: Instant,
+    pub(super) pages: u64,
+}
+
+/// The buffer (held until the request completes), the result, and the reader to wake.
+struct DirectSlot {
+    buffer: Option<AlignedBuf>,
+    result: Option<io::Result<usize>>,
+    waker: Option<Waker>,
 }
 
 impl DirectRead {
     /// The request completed: keep the result and wake the reader (called once).
     pub(crate) fn finish(&self, result: io::Result<usize>) {
-        let mut o = self.outcome.lock().unwrap_or_else(|p| p.into_inner());
-        o.0 = Some(result);
-        if let Some(w) = o.1.take() {
-            drop(o);
+        let mut s = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        s.result = Some(result);
+        if let Some(w) = s.waker.take() {
+            drop(s);
             w.wake();
         }
     }
@@ -102,12 +115,14 @@ impl File {
             iov_len: pages as usize * PAGE,
         }];
         let direct = Arc::new(DirectRead {
-            buffer: Mutex::new(Some(buf)),
-            outcome: Mutex::new((None, None)),
+            slot: Mutex::new(DirectSlot {
+                buffer: Some(buf),
+                result: None,
+                waker: None,
+            }),
+            started,
+            pages,
         });
-        for c in Counters::both(&self.engine.core.counters, &self.data) {
-            c.count_request(pages, IoKind::Sync);
-        }
         let op = backend::ReadOp {
             file: self.data.clone(),
             first_page: offset / PAGE_SIZE,
@@ -152,33 +167,22 @@ impl Future for ReadDirect<'_> {
                 if this.offset >= size {
                     return Poll::Ready((Ok(0), buf));
                 }
-                this.file.engine.touch(&this.file.activity);
                 this.file.send_direct(buf, this.offset, size, this.started)
             }
             DirectState::Sent(direct) => direct,
         };
-        let mut o = direct.outcome.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(result) = o.0.take() else {
-            o.1 = Some(cx.waker().clone());
-            drop(o);
+        let mut s = direct.slot.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(result) = s.result.take() else {
+            s.waker = Some(cx.waker().clone());
+            drop(s);
             this.state = DirectState::Sent(direct);
             return Poll::Pending;
         };
-        drop(o);
-        let buf = direct
+        let buf = s
             .buffer
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
             .take()
             .expect("a direct read's buffer is given back once");
-        let pages = buf.len().div_ceil(PAGE) as u64;
-        let took = this.started.elapsed();
-        let done = *result.as_ref().unwrap_or(&0) as u64;
-        for c in Counters::both(&this.file.engine.core.counters, &this.file.data) {
-            c.count_read(done, 0, pages, took);
-        }
-        this.file.engine.core.read_latency.record(took);
-        this.file.data.read_latency.record(took);
+        drop(s);
         Poll::Ready((result, buf))
     }
 }

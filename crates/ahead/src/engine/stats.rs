@@ -233,6 +233,23 @@ impl LatencyRecorder {
         h.saturating_record(us);
     }
 
+    /// [`LatencyRecorder::record`] for each of `took`, the lock taken once.
+    pub(super) fn record_all(&self, took: &[Duration]) {
+        if took.is_empty() || !self.is_on() {
+            return;
+        }
+        let mut h = self.histogram.lock().unwrap_or_else(|p| p.into_inner());
+        let h = h.get_or_insert_with(|| {
+            Box::new(
+                Histogram::new_with_bounds(1, LATENCY_MAX_US, 2)
+                    .expect("1 us to an hour at two digits is a valid histogram"),
+            )
+        });
+        for t in took {
+            h.saturating_record((t.as_micros() as u64).max(1));
+        }
+    }
+
     pub(super) fn summary(&self) -> Latency {
         let h = self.histogram.lock().unwrap_or_else(|p| p.into_inner());
         match h.as_deref() {
@@ -304,6 +321,26 @@ impl std::fmt::Display for Stats {
     }
 }
 
+/// Direct reads ([`File::read_direct`]) finished in one burst, summed before they are added
+/// to the counters: each is a read, a request the reader waited for, and its pages missed and
+/// read; the completion thread adds a burst's at once, not a dozen atomic additions a read.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct DirectTally {
+    pub(super) reads: u64,
+    pub(super) pages: u64,
+    pub(super) bytes: u64,
+    pub(super) stall_ns: u64,
+}
+
+impl DirectTally {
+    pub(super) fn add(&mut self, pages: u64, bytes: u64, took: Duration) {
+        self.reads += 1;
+        self.pages += pages;
+        self.bytes += bytes;
+        self.stall_ns += took.as_nanos() as u64;
+    }
+}
+
 /// Aligned to two cache lines of its own: a reader's thread counts into it on every read while
 /// the completion thread updates the atomics beside it (`in_flight`), and sharing a line with
 /// those would move it between CPUs on every read.
@@ -352,6 +389,20 @@ impl Counters {
             self.stall_ns
                 .fetch_add(stall.as_nanos() as u64, Ordering::Relaxed);
         }
+    }
+
+    /// Direct reads finished together (see [`DirectTally`]): one addition per figure.
+    pub(super) fn add_direct(&self, t: &DirectTally) {
+        if t.reads == 0 {
+            return;
+        }
+        self.requests.fetch_add(t.reads, Ordering::Relaxed);
+        self.sync_requests.fetch_add(t.reads, Ordering::Relaxed);
+        self.pages_read.fetch_add(t.pages, Ordering::Relaxed);
+        self.reads.fetch_add(t.reads, Ordering::Relaxed);
+        self.bytes_returned.fetch_add(t.bytes, Ordering::Relaxed);
+        self.miss_pages.fetch_add(t.pages, Ordering::Relaxed);
+        self.stall_ns.fetch_add(t.stall_ns, Ordering::Relaxed);
     }
 
     /// The engine's and the file's counters, for the figures both keep.

@@ -147,6 +147,13 @@ impl ReadOp {
 pub(crate) trait Completer: Send + Sync {
     /// `op` finished with `result` (bytes read, or the error).
     fn complete(&self, op: Box<ReadOp>, result: io::Result<usize>);
+    /// Every read of `finished` finished (emptied): as [`Completer::complete`] on each, except
+    /// that a completer may do what it can for all of them at once (see `CacheAndMeter`).
+    fn complete_all(&self, finished: &mut Vec<(Box<ReadOp>, io::Result<usize>)>) {
+        for (op, result) in finished.drain(..) {
+            self.complete(op, result);
+        }
+    }
 }
 
 /// An I/O backend. See the module comment.

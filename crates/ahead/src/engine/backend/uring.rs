@@ -430,9 +430,7 @@ fn reap(shared: &Shared) {
         if pushed {
             shared.enter();
         }
-        for (op, result) in finished.drain(..) {
-            shared.completer.complete(op, result);
-        }
+        shared.completer.complete_all(&mut finished);
         if idle && shared.stop.load(Ordering::Acquire) {
             return;
         }
