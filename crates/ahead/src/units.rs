@@ -4,6 +4,13 @@
 //! are [`Bytes`], and the only way from one to the other is through the methods here. A range of
 //! pages that travels between functions is a [`PageRange`], `[first, end)`, never a bare pair
 //! whose second number might be an end or a length.
+//!
+//! Where the two sides meet: the policies, the simulator and the workloads speak pages and
+//! [`Bytes`]; the engine's public surface speaks bytes as `u64`, as `std`'s `FileExt` and every
+//! I/O API an embedder knows do (`read_at(buf, offset)`, `Advice::WillNeed { offset, len }`,
+//! sizes named `*_bytes`), and turns them into pages in one place each (`Bytes::page_span`
+//! for a range, [`kib_to_pages`] for a sysfs limit), so a policy's [`crate::policy::Hint`]
+//! counts pages where the application's `Advice` counted bytes.
 
 use std::fmt;
 

@@ -29,6 +29,9 @@ impl BackendChoice {
     /// A thread pool doing `preadv(2)`.
     pub const THREADS: BackendChoice = BackendChoice("threads");
     /// `preadv(2)` in the reading thread, ahead reads included (no overlap: the baseline).
+    /// An async read ([`File::read_at_async`](crate::File::read_at_async), `read_direct`,
+    /// a prefetch) does its I/O inside `poll`, blocking the executor's thread for it: this
+    /// backend is for measurements and tests, not for a service.
     pub const SYNC: BackendChoice = BackendChoice("sync");
 
     /// The name: `auto` or a registered backend's.

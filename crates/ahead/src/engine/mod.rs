@@ -106,8 +106,9 @@ use requests::CacheAndMeter;
 use stats::{Counters, RequestLog};
 pub use stats::{Fallback, FallbackKind, FileStats, Latency, RequestRecord, Stats};
 
-/// An application's advice about how it will read a file ([`File::advise`]), in bytes. Kinds
-/// will be added.
+/// An application's advice about how it will read a file ([`File::advise`]), in bytes as
+/// `posix_fadvise` takes it; the policy is handed it as a [`Hint`] in the pages the range
+/// touches. Kinds will be added.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Advice {

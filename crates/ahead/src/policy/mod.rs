@@ -310,8 +310,10 @@ impl DeviceEstimate {
     }
 }
 
-/// An application's hint about its access pattern (`posix_fadvise`, `readahead(2)`). Kinds
-/// will be added: a policy's `match` needs a wildcard arm.
+/// An application's hint about its access pattern (`posix_fadvise`, `readahead(2)`), in the
+/// policy's unit, pages (the engine's `Advice` is the application's, in bytes; `File::advise`
+/// converts the range to the pages it touches). Kinds will be added: a policy's `match` needs a
+/// wildcard arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Hint {
