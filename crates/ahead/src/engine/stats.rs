@@ -219,18 +219,7 @@ impl LatencyRecorder {
     }
 
     pub(super) fn record(&self, took: Duration) {
-        if !self.is_on() {
-            return;
-        }
-        let us = (took.as_micros() as u64).max(1);
-        let mut h = self.histogram.lock().unwrap_or_else(|p| p.into_inner());
-        let h = h.get_or_insert_with(|| {
-            Box::new(
-                Histogram::new_with_bounds(1, LATENCY_MAX_US, 2)
-                    .expect("1 us to an hour at two digits is a valid histogram"),
-            )
-        });
-        h.saturating_record(us);
+        self.record_all(&[took]);
     }
 
     /// [`LatencyRecorder::record`] for each of `took`, the lock taken once.
