@@ -551,11 +551,7 @@ impl Engine {
             ahead_requests: get(&c.ahead_requests),
             expedited_requests: get(&c.expedited_requests),
             cancelled_requests: get(&c.cancelled_requests),
-            avg_request_pages: if requests == 0 {
-                0.0
-            } else {
-                pages_read as f64 / requests as f64
-            },
+            avg_request_pages: crate::sim::ratio(pages_read, requests),
             stall_ms: get(&c.stall_ns) as f64 / 1e6,
             io_errors: get(&c.io_errors),
             resident_pages: inner.core.cache.resident_pages() as u64,
