@@ -335,30 +335,32 @@ impl EngineBuilder {
             "auto" => backend::BACKENDS[0].name,
             name => name,
         };
-        let Some(entry) = backend::BACKENDS.iter().find(|b| b.name == wanted) else {
-            fallbacks.push(Fallback::new(
-                FallbackKind::Backend,
-                format!(
-                    "backend {wanted} not built in (the crate's `{wanted}` feature is off): using {}",
-                    backend::FALLBACK.name
-                ),
-            ));
-            return self.finish(core, (backend::FALLBACK.start)(&start_with)?, fallbacks);
-        };
-        let backend: Box<dyn Backend> = match (entry.start)(&start_with) {
-            Ok(b) => b,
-            Err(e) if entry.name != backend::FALLBACK.name => {
+        let backend: Box<dyn Backend> = match backend::BACKENDS.iter().find(|b| b.name == wanted) {
+            None => {
                 fallbacks.push(Fallback::new(
                     FallbackKind::Backend,
                     format!(
-                        "{} unavailable ({e}): using {}",
-                        entry.about,
+                        "backend {wanted} not built in (the crate's `{wanted}` feature is off): using {}",
                         backend::FALLBACK.name
                     ),
                 ));
                 (backend::FALLBACK.start)(&start_with)?
             }
-            Err(e) => return Err(e),
+            Some(entry) => match (entry.start)(&start_with) {
+                Ok(b) => b,
+                Err(e) if entry.name != backend::FALLBACK.name => {
+                    fallbacks.push(Fallback::new(
+                        FallbackKind::Backend,
+                        format!(
+                            "{} unavailable ({e}): using {}",
+                            entry.about,
+                            backend::FALLBACK.name
+                        ),
+                    ));
+                    (backend::FALLBACK.start)(&start_with)?
+                }
+                Err(e) => return Err(e),
+            },
         };
         #[cfg(feature = "testing")]
         let backend: Box<dyn Backend> = match &self.faults {

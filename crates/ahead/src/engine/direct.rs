@@ -10,7 +10,7 @@
 //! cache holds are read again from the file, which holds the same bytes (the engine never
 //! writes). Counted in the stats as reads, requests a reader waited for, and miss pages, by
 //! the completion, with the other reads finished in the same burst, before the reader is
-//! woken (`CacheAndMeter::complete_all`). A direct read does not make its file active for the
+//! woken (`CacheAndMeter::complete_burst`). A direct read does not make its file active for the
 //! readahead budget (`engine::activity`): it takes none of the cache.
 
 use std::future::Future;
@@ -26,10 +26,9 @@ pub const DIRECT_MAX_BYTES: usize = 1 << 30;
 /// Where a direct read's result goes, and the buffer it reads into until then.
 pub(crate) struct DirectRead {
     slot: Mutex<DirectSlot>,
-    /// When the read was called, and the buffer's pages: what counting it needs (the
-    /// completion counts it, `CacheAndMeter::complete_all`).
+    /// When the read was called: its latency, counted by the completion
+    /// (`CacheAndMeter::complete_burst`).
     pub(super) started: Instant,
-    pub(super) pages: u64,
 }
 
 /// The buffer (held until the request completes), the result, and the reader to wake.
@@ -108,11 +107,10 @@ impl File {
         started: Instant,
     ) -> Arc<DirectRead> {
         let len = (buf.len() as u64).min(size - offset) as usize;
-        let pages = len.div_ceil(PAGE) as u64;
         let iov = vec![libc::iovec {
             iov_base: buf.as_mut_ptr().cast(),
             // Whole pages, as O_DIRECT wants; the file's end makes the read short.
-            iov_len: pages as usize * PAGE,
+            iov_len: len.next_multiple_of(PAGE),
         }];
         let direct = Arc::new(DirectRead {
             slot: Mutex::new(DirectSlot {
@@ -121,7 +119,6 @@ impl File {
                 waker: None,
             }),
             started,
-            pages,
         });
         let op = backend::ReadOp {
             file: self.data.clone(),

@@ -25,81 +25,75 @@ pub(super) struct CacheAndMeter {
 
 impl Completer for CacheAndMeter {
     fn complete(&self, op: Box<ReadOp>, result: io::Result<usize>) {
-        let now = Instant::now();
-        self.count_finished(&op, &result);
-        self.request_latency
-            .record(now.saturating_duration_since(op.submitted));
-        if let Some(direct) = &op.direct {
-            let took = now.saturating_duration_since(direct.started);
-            let mut t = stats::DirectTally::default();
-            t.add(direct.pages, *result.as_ref().unwrap_or(&0) as u64, took);
-            for c in Counters::both(&self.counters, &op.file) {
-                c.add_direct(&t);
-            }
-            self.read_latency.record(took);
-            op.file.read_latency.record(took);
-        }
-        self.land(&op, &result);
-        self.account(&op, &result, now);
+        self.complete_burst(&[(op, result)]);
     }
 
+    fn complete_all(&self, finished: &mut Vec<(Box<ReadOp>, io::Result<usize>)>) {
+        self.complete_burst(finished);
+        finished.clear();
+    }
+}
+
+impl CacheAndMeter {
     /// The device finishes reads in bursts (dozens at once on a virtual disk, the whole
     /// queue often). The burst's counts and latencies are summed and added once (a few atomic
     /// additions and one lock a burst, not a dozen a read), before any reader is woken, so a
-    /// woken reader finds its read counted; then every reader is woken; the device meter and
-    /// the freeing come last. On a machine of two CPUs the reaper's work is taken from the
-    /// reader refilling the queue: `read_direct` ran 3% faster for it (BENCHMARKS, issue 22
-    /// run 4).
-    fn complete_all(&self, finished: &mut Vec<(Box<ReadOp>, io::Result<usize>)>) {
+    /// woken reader finds its read counted; then every reader is woken; the device meter
+    /// comes last. On a machine of two CPUs the reaper's work is taken from the reader
+    /// refilling the queue: `read_direct` ran 3% faster for it (BENCHMARKS, issue 22 run 4).
+    fn complete_burst(&self, finished: &[(Box<ReadOp>, io::Result<usize>)]) {
         let now = Instant::now();
-        let mut request_took = Vec::with_capacity(finished.len());
-        let mut read_took = Vec::new();
+        self.count_burst(finished, now);
+        for (op, result) in finished {
+            self.land(op, result);
+        }
+        for (op, result) in finished {
+            self.account(op, result, now);
+        }
+    }
+
+    /// What is counted of finished requests before their readers are woken: errors, the
+    /// latencies, and a direct read's figures (its request and the read itself), summed per
+    /// file and for the engine.
+    fn count_burst(&self, finished: &[(Box<ReadOp>, io::Result<usize>)], now: Instant) {
         let mut engine_tally = stats::DirectTally::default();
         let mut file_tally: Option<(&Arc<FileData>, stats::DirectTally)> = None;
-        for (op, result) in finished.iter() {
-            self.count_finished(op, result);
-            request_took.push(now.saturating_duration_since(op.submitted));
-            let Some(direct) = &op.direct else { continue };
-            let took = now.saturating_duration_since(direct.started);
-            let bytes = *result.as_ref().unwrap_or(&0) as u64;
-            engine_tally.add(direct.pages, bytes, took);
-            match &mut file_tally {
-                Some((f, t)) if Arc::ptr_eq(f, &op.file) => t.add(direct.pages, bytes, took),
-                _ => {
-                    if let Some((f, t)) = file_tally.take() {
-                        f.counters.add_direct(&t);
-                    }
-                    let mut t = stats::DirectTally::default();
-                    t.add(direct.pages, bytes, took);
-                    file_tally = Some((&op.file, t));
+        for (op, result) in finished {
+            if result.is_err() {
+                for c in Counters::both(&self.counters, &op.file) {
+                    c.io_errors.fetch_add(1, Ordering::Relaxed);
                 }
             }
-            read_took.push(took);
+            let Some(direct) = &op.direct else { continue };
+            let took = now.saturating_duration_since(direct.started);
+            let (pages, bytes) = (
+                op.expected.div_ceil(PAGE_SIZE),
+                *result.as_ref().unwrap_or(&0) as u64,
+            );
+            engine_tally.add(pages, bytes, took);
+            if let Some((f, t)) = file_tally.take_if(|(f, _)| !Arc::ptr_eq(f, &op.file)) {
+                f.counters.add_direct(&t);
+            }
+            file_tally
+                .get_or_insert((&op.file, stats::DirectTally::default()))
+                .1
+                .add(pages, bytes, took);
             op.file.read_latency.record(took);
         }
         self.counters.add_direct(&engine_tally);
         if let Some((f, t)) = file_tally {
             f.counters.add_direct(&t);
         }
-        self.request_latency.record_all(&request_took);
-        self.read_latency.record_all(&read_took);
-        for (op, result) in finished.iter() {
-            self.land(op, result);
-        }
-        for (op, result) in finished.drain(..) {
-            self.account(&op, &result, now);
-        }
-    }
-}
-
-impl CacheAndMeter {
-    /// What is counted of every finished request before its reader is woken: an error.
-    fn count_finished(&self, op: &ReadOp, result: &io::Result<usize>) {
-        if result.is_err() {
-            for c in Counters::both(&self.counters, &op.file) {
-                c.io_errors.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+        self.request_latency.record_all(
+            finished
+                .iter()
+                .map(|(op, _)| now.saturating_duration_since(op.submitted)),
+        );
+        self.read_latency
+            .record_all(finished.iter().filter_map(|(op, _)| {
+                let direct = op.direct.as_ref()?;
+                Some(now.saturating_duration_since(direct.started))
+            }));
     }
 
     /// The read's bytes become what its reader sees: its pages ready (or failed, caching

@@ -219,12 +219,14 @@ impl LatencyRecorder {
     }
 
     pub(super) fn record(&self, took: Duration) {
-        self.record_all(&[took]);
+        self.record_all([took]);
     }
 
-    /// [`LatencyRecorder::record`] for each of `took`, the lock taken once.
-    pub(super) fn record_all(&self, took: &[Duration]) {
-        if took.is_empty() || !self.is_on() {
+    /// [`LatencyRecorder::record`] for each of `took`, the lock taken once (not at all for
+    /// none).
+    pub(super) fn record_all(&self, took: impl IntoIterator<Item = Duration>) {
+        let mut took = took.into_iter().peekable();
+        if !self.is_on() || took.peek().is_none() {
             return;
         }
         let mut h = self.histogram.lock().unwrap_or_else(|p| p.into_inner());
@@ -312,7 +314,7 @@ impl std::fmt::Display for Stats {
 
 /// Direct reads ([`File::read_direct`]) finished in one burst, summed before they are added
 /// to the counters: each is a read, a request the reader waited for, and its pages missed and
-/// read; the completion thread adds a burst's at once, not a dozen atomic additions a read.
+/// read; the completion adds a burst's at once, not a dozen atomic additions a read.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct DirectTally {
     pub(super) reads: u64,
