@@ -483,17 +483,17 @@ impl File {
                     }
                     let mut refaults = 0;
                     let mut ops = Vec::new();
-                    // One request's worth at a time: the pages are copied out as they come, and
-                    // asking for all of a read larger than the cache at once would evict its
-                    // first pages with its last before they are copied (and ask again, and
-                    // again). Ahead windows, not this, keep the device busy.
+                    // The rest of the read in one request, as the simulator's reader asks
+                    // for it: a source that fetches a large request in parallel parts (an
+                    // object store) then waits one round trip for it, not one per
+                    // `io_max` (an 8 MiB Parquet column chunk took two round trips in turn:
+                    // 0.11 s against 0.06). `start_io_as` keeps a request a reader waits for
+                    // to a quarter of the cache, so its first pages are never evicted by its
+                    // last before they are copied.
                     let brought = self.engine.start_io_as(
                         &self.data,
                         self.io_max,
-                        self.aligned(IoRequest::sync(
-                            page,
-                            (cur.end - page).min(self.io_max.max(1)),
-                        )),
+                        self.aligned(IoRequest::sync(page, cur.end - page)),
                         in_caller,
                         &mut refaults,
                         &mut ops,

@@ -750,14 +750,16 @@ mod tests {
             .budget(64 << 20)
             .build()
             .unwrap();
-        let file = put_and_open(&engine, &store, "big.bin", bytes.clone(), "none");
-        // Reads far apart, each a miss read whole by its reader: 9 MiB, an odd offset and
-        // length, and the object's end.
+        let file = put_and_open(&engine, &store, "big.bin", bytes.clone(), "adaptive");
+        // Reads far apart, each a miss read whole by its reader, in one request (its parts
+        // fetched at once), not a request of the largest I/O after another: 9 MiB, an odd offset
+        // and length, and the object's end.
         for (at, len) in [
             (12_345usize, 9 << 20),
             (20 << 20, (7 << 20) + 11),
             (size - (5 << 20), 5 << 20),
         ] {
+            let requests = engine.stats().sync_requests;
             let mut buf = vec![0u8; len];
             let mut done = 0;
             while done < len {
@@ -766,6 +768,12 @@ mod tests {
                 done += n;
             }
             assert!(buf == bytes[at..at + len], "bytes at {at}");
+            assert_eq!(
+                engine.stats().sync_requests - requests,
+                1,
+                "requests for {len} bytes at {at}: {:?}",
+                engine.stats()
+            );
         }
     }
 
