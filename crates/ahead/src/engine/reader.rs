@@ -485,11 +485,10 @@ impl File {
                     let mut ops = Vec::new();
                     // The rest of the read in one request, as the simulator's reader asks
                     // for it: a source that fetches a large request in parallel parts (an
-                    // object store) then waits one round trip for it, not one per
-                    // `io_max` (an 8 MiB Parquet column chunk took two round trips in turn:
-                    // 0.11 s against 0.06). `start_io_as` keeps a request a reader waits for
-                    // to a quarter of the cache, so its first pages are never evicted by its
-                    // last before they are copied.
+                    // object store) then waits one round trip for it, not one per `io_max`
+                    // in turn (BENCHMARKS, issue 21 run 4). `start_io_as` keeps a request a
+                    // reader waits for to a quarter of the cache, so its first pages are never
+                    // evicted by its last before they are copied.
                     let brought = self.engine.start_io_as(
                         &self.data,
                         self.io_max,
