@@ -336,10 +336,11 @@ def report(runs, cases, contenders, args) -> None:
     def pick(case, who, key):
         return [r[key] for r in runs if r["case"] == case and r["who"] == who and key in r]
 
-    def rate(case, who):  # MB/s or reads/s per run
-        if case == "threads":
-            return [r["reads"] / r["seconds"] for r in runs if r["case"] == case and r["who"] == who]
-        return [r["bytes"] / r["seconds"] / 1e6 for r in runs if r["case"] == case and r["who"] == who]
+    def rate_of(r):  # one run's MB/s, or reads/s for the threads case
+        return r["reads"] / r["seconds"] if r["case"] == "threads" else r["bytes"] / r["seconds"] / 1e6
+
+    def rate(case, who):
+        return [rate_of(r) for r in runs if r["case"] == case and r["who"] == who]
 
     med = statistics.median
     print(f"\n{args.repeat} rounds, interleaved; {args.latency_ms} ms injected each way; engine budget {args.budget}.\n")
@@ -362,8 +363,7 @@ def report(runs, cases, contenders, args) -> None:
         by_round = {}
         for r in runs:
             if r["case"] == case and r["who"] in (a, b):
-                value = r["reads"] / r["seconds"] if case == "threads" else r["bytes"] / r["seconds"]
-                by_round.setdefault(r["round"], {})[r["who"]] = value
+                by_round.setdefault(r["round"], {})[r["who"]] = rate_of(r)
         return med([v[a] / v[b] for v in by_round.values() if a in v and b in v])
     if "parquet" in cases:
         checks.append(("parquet: ahead / s3fs (>= 2)", ratio("parquet", "ahead", "s3fs"), 2.0))
