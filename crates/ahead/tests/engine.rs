@@ -154,6 +154,30 @@ fn a_whole_file_read_in_odd_pieces_is_the_file() {
     }
 }
 
+/// One read of three times the cache, at an odd offset, on every backend and policy: the
+/// reader asks for the rest of its read a quarter of the cache at a time, so no page is evicted
+/// before it is copied, and every byte is the file's.
+#[test]
+fn a_read_larger_than_the_cache_is_read_whole() {
+    let budget = 1u64 << 20;
+    let size = 4 * budget + 777;
+    let path = make_file("larger-than-cache", size);
+    let reference = std::fs::File::open(&path).unwrap();
+    for backend in BACKENDS {
+        for policy in ["adaptive", "linux-ondemand", "none"] {
+            let engine = engine(backend, policy, budget);
+            let file = engine.open(&path).unwrap();
+            check_read(&file, &reference, 12_345, 3 * budget as usize);
+            let stats = engine.stats();
+            assert_eq!(stats.io_errors, 0, "{backend:?} {policy}");
+            assert!(
+                stats.resident_pages <= budget / 4096,
+                "{backend:?} {policy}: {stats:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn sequential_reads_are_read_ahead_in_large_requests() {
     let path = make_file("seq-8m", 8 << 20);
