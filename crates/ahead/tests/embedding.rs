@@ -81,6 +81,46 @@ fn settles(engine: &Engine) -> bool {
     false
 }
 
+/// One async read of three times the cache at an odd offset, two tasks at once, every backend
+/// and policy: the task's rest-of-read requests are held to a quarter of the cache, so it parks
+/// for room and goes on, and every byte is the file's.
+#[test]
+fn an_async_read_larger_than_the_cache_is_read_whole() {
+    let budget = 1u64 << 20;
+    let size = 4 * budget as usize + 777;
+    let path = make_file("async-larger-than-cache", size);
+    let reference = Arc::new(std::fs::File::open(&path).unwrap());
+    for backend in BACKENDS {
+        for policy in ["adaptive", "none"] {
+            let engine = engine(backend, policy, budget);
+            let file = Arc::new(engine.open(&path).unwrap());
+            let wrong = runtime(2).block_on(async {
+                let mut handles = Vec::new();
+                for (t, off) in [12_345u64, 777_777].into_iter().enumerate() {
+                    let (file, reference) = (file.clone(), reference.clone());
+                    handles.push(tokio::spawn(async move {
+                        let len = 3 * budget as usize - t;
+                        let mut buf = vec![0xEEu8; len];
+                        let n = file.read_at_async(&mut buf, off).await.unwrap();
+                        buf[..n] != pread(&reference, off, len)[..]
+                    }));
+                }
+                let mut wrong = 0;
+                for h in handles {
+                    wrong += h.await.unwrap() as usize;
+                }
+                wrong
+            });
+            assert_eq!(wrong, 0, "{backend:?} {policy}");
+            assert!(
+                settles(&engine),
+                "{backend:?} {policy}: pages left in flight"
+            );
+            assert!(engine.stats().resident_pages <= budget / 4096);
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
 
