@@ -8,7 +8,8 @@
 //!   against 64 OS threads calling the blocking `read_at`, and fio with io_uring at queue
 //!   depth 64 on the same file (when `fio` is on the PATH): reads per second, and CPU time per
 //!   read (user + system, of the whole process: the engine's completion threads included;
-//!   fio's own figure for fio). Policy `none`, 64 MiB budget on a 2 GiB file: few hits.
+//!   fio's own figure for fio). Policy `none`, 64 MiB budget on a 2 GiB file: few hits. The
+//!   engines are warm (`pretouch`: their memory faulted in at build), the file cold.
 //! * `many`: 1,000 scattered 16 KiB ranges, one `read_many`, against 1,000 `read_at` calls one
 //!   after another: time, and requests sent. Each on an engine whose memory is faulted in
 //!   (`pretouch`), as a long-lived engine's is: the file is cold, the engine is not.
@@ -117,7 +118,7 @@ where
 
 /// `read_at_async` through the cache.
 fn async_run(path: &Path, reads: u64, seed: u64) -> (f64, f64) {
-    let e = engine("none", 64 << 20);
+    let e = warm_engine("none", 64 << 20);
     let file = e.open(path).unwrap();
     keep_64_in_flight(reads, seed, |off, _: Option<()>| {
         let file = &file;
@@ -132,7 +133,7 @@ fn async_run(path: &Path, reads: u64, seed: u64) -> (f64, f64) {
 /// `read_direct`: each read into its own page-aligned buffer, past the cache (the buffers come
 /// back with the reads and go out again).
 fn direct_run(path: &Path, reads: u64, seed: u64) -> (f64, f64) {
-    let e = engine("none", 64 << 20);
+    let e = warm_engine("none", 64 << 20);
     let file = e.open(path).unwrap();
     keep_64_in_flight(reads, seed, |off, spare| {
         let read = file.read_direct(spare.unwrap_or_else(|| ahead::AlignedBuf::new(4096)), off);
@@ -145,7 +146,7 @@ fn direct_run(path: &Path, reads: u64, seed: u64) -> (f64, f64) {
 }
 
 fn threads_run(path: &Path, reads: u64, seed: u64) -> (f64, f64) {
-    let e = engine("none", 64 << 20);
+    let e = warm_engine("none", 64 << 20);
     let file = e.open(path).unwrap();
     let (c0, t0) = (cpu(), Instant::now());
     std::thread::scope(|s| {
