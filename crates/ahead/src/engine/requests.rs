@@ -36,8 +36,9 @@ impl Completer for CacheAndMeter {
 
 impl CacheAndMeter {
     /// The device finishes reads in bursts (dozens at once on a virtual disk, the whole
-    /// queue often). The burst's counts and latencies are summed and added once (a few atomic
-    /// additions and one lock a burst, not a dozen a read), before any reader is woken, so a
+    /// queue often). The burst's counts are summed and added once (a few atomic additions a
+    /// burst, not a dozen a read) and its latencies recorded under one lock per engine
+    /// histogram (a file's histogram takes its lock per read), before any reader is woken, so a
     /// woken reader finds its read counted; then every reader is woken; the device meter
     /// comes last. On a machine of two CPUs the reaper's work is taken from the reader
     /// refilling the queue: `read_direct` ran 3% faster for it (BENCHMARKS, issue 22 run 4).
