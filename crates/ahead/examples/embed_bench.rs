@@ -1,7 +1,7 @@
 //! The embedding API's measurements (issue 22), each contender interleaved with the others
 //! in every round, cold (`O_DIRECT`, a new engine per run), the median and spread printed:
 //!
-//!     cargo run --release -p ahead --example embed_bench -- [async|many|idle|all] [--repeat N] [--dir D]
+//!     cargo run --release -p ahead --example embed_bench -- [async|many|idle|first-touch|all] [--repeat N] [--dir D]
 //!
 //! * `async`: 64 random 4 KiB reads kept in flight by one tokio task (`read_at_async`, and
 //!   `read_direct` into the task's own buffers past the cache),
@@ -15,6 +15,15 @@
 //!   (`pretouch`), as a long-lived engine's is: the file is cold, the engine is not.
 //! * `idle`: a 1 GiB file scanned with 4 KiB reads, alone, and with 10,000 other files open
 //!   and never read (sparse, 64 MiB each): throughput, and the scan's readahead share.
+//! * `first-touch`: a process's first engine (256 MiB, `adaptive`) reading a 1 GiB file whole
+//!   with 4 KiB `read_at`s, with its memory faulted in ahead of the cache's growth
+//!   (`fault_ahead`, the default) and without: throughput over the first 256 MiB (the cache
+//!   filling: every read's memory is touched for the first time) and over the whole file.
+//!   Each run is a new process, started once the kernel's caches are dropped (all of them, as
+//!   root: the memory freed is what a new engine is then given) and, with `--settle S`, S
+//!   seconds after that: on a virtual machine that reports free memory to its host, as this
+//!   one does, memory freed a few seconds ago is the host's again, and its first touch costs
+//!   much more.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -385,4 +394,106 @@ fn main() {
     if what == "idle" || what == "all" {
         bench_idle(&dir, repeat);
     }
+    if what == "first-touch" || what == "all" {
+        bench_first_touch(&dir, repeat);
+    }
+    if what == "first-touch-one" {
+        let on = std::env::args().nth(2).as_deref() == Some("on");
+        let (filling, whole) = first_touch_one(&dir.join("embed-1g"), on);
+        println!("{filling} {whole}");
+    }
+}
+
+/// Drop the kernel's caches: all of them as root (`sync`, then `drop_caches`), else `path`'s.
+fn drop_caches(path: &Path) -> &'static str {
+    // SAFETY: sync(2) takes no arguments.
+    unsafe { libc::sync() };
+    if std::fs::write("/proc/sys/vm/drop_caches", "3").is_ok() {
+        return "all of the kernel's caches dropped before each run";
+    }
+    ahead::os::drop_kernel_cache(path).unwrap();
+    "only the file's cached pages dropped before each run (not root)"
+}
+
+/// One run of `first-touch`, in this process: MB/s over the first 256 MiB and over the file.
+fn first_touch_one(path: &Path, fault_ahead: bool) -> (f64, f64) {
+    let budget = 256u64 << 20;
+    let e = Engine::builder()
+        .policy("adaptive")
+        .budget(budget)
+        .record_requests(false)
+        .fault_ahead(fault_ahead)
+        .build()
+        .unwrap();
+    let file = e.open(path).unwrap();
+    let mut buf = vec![0u8; 4096];
+    let t0 = Instant::now();
+    let (mut off, mut filling) = (0u64, 0.0);
+    loop {
+        let n = file.read_at(&mut buf, off).unwrap();
+        if n == 0 {
+            break;
+        }
+        off += n as u64;
+        if off == budget {
+            filling = budget as f64 / t0.elapsed().as_secs_f64() / 1e6;
+        }
+    }
+    (filling, off as f64 / t0.elapsed().as_secs_f64() / 1e6)
+}
+
+fn bench_first_touch(dir: &Path, repeat: usize) {
+    let path = dir.join("embed-1g");
+    data_file(&path, 1 << 30);
+    let exe = std::env::current_exe().unwrap();
+    let names = ["fault-ahead", "off"];
+    let mut runs: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
+    let (mut ratio_filling, mut ratio_whole) = (Vec::new(), Vec::new());
+    let mut dropped = "";
+    let settle =
+        Duration::from_secs_f64(arg("--settle").and_then(|s| s.parse().ok()).unwrap_or(0.0));
+    for round in 0..repeat {
+        let mut this = [(0.0, 0.0); 2];
+        for k in 0..2 {
+            let i = (k + round) % 2;
+            dropped = drop_caches(&path);
+            std::thread::sleep(settle);
+            let out = std::process::Command::new(&exe)
+                .args(["first-touch-one", ["on", "off"][i], "--dir"])
+                .arg(dir)
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            let v: Vec<f64> = text
+                .split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            assert!(
+                out.status.success() && v.len() == 2,
+                "first-touch-one: {text}"
+            );
+            this[i] = (v[0], v[1]);
+            runs[i].push(this[i]);
+        }
+        ratio_filling.push(this[0].0 / this[1].0);
+        ratio_whole.push(this[0].1 / this[1].1);
+        println!(
+            "round {round}: fault-ahead {:.0}/{:.0} MB/s, off {:.0}/{:.0} (first 256 MiB/whole)",
+            this[0].0, this[0].1, this[1].0, this[1].1
+        );
+    }
+    println!("first-touch ({dropped}):");
+    for i in 0..2 {
+        let (f, flo, fhi) = median(&mut runs[i].iter().map(|r| r.0).collect::<Vec<_>>());
+        let (w, wlo, whi) = median(&mut runs[i].iter().map(|r| r.1).collect::<Vec<_>>());
+        println!(
+            "  {:<12} first 256 MiB {f:.0} MB/s ({flo:.0}-{fhi:.0}), whole file {w:.0} MB/s ({wlo:.0}-{whi:.0})",
+            names[i]
+        );
+    }
+    let (f, flo, fhi) = median(&mut ratio_filling);
+    let (w, wlo, whi) = median(&mut ratio_whole);
+    println!(
+        "  fault-ahead x off per round: first 256 MiB {f:.2} ({flo:.2}-{fhi:.2}), whole file {w:.2} ({wlo:.2}-{whi:.2})"
+    );
 }

@@ -7,6 +7,9 @@
 //!   faulted in as slots are first used, so an engine's cost follows what it caches, not its
 //!   budget (a 6 GiB engine that reads a 100 KB file holds a few pages). The backend registers
 //!   the arena with io_uring a slab at a time, as reads first reach it (`backend/uring.rs`).
+//!   Once the cache has grown past a few MiB, a helper thread faults in the memory just
+//!   ahead of the frontier (below), so the reads do not wait for the kernel's first touch of
+//!   it (`cache/fault_ahead.rs`).
 //! * **Page tables.** Each file has a dense table, one 64-bit word per page (allocated 512
 //!   pages at a time, as they are first read): the page's state, its slot, how many of its
 //!   bytes are valid, its readahead marker and whether it was used. A page is `InFlight` (a
@@ -61,6 +64,7 @@ use std::time::{Duration, Instant};
 use rustc_hash::FxHashMap;
 
 use crate::units::PAGE_SIZE;
+use fault_ahead::FaultAhead;
 
 /// Shards of the locks and wait queues.
 pub(crate) const SHARDS: usize = 256;
@@ -365,6 +369,9 @@ pub(crate) struct CacheCounters {
 
 /// The page cache. See the module comment.
 pub(crate) struct Cache {
+    /// Declared before the arena, so dropped first: its thread stops before the arena is
+    /// unmapped.
+    fault_ahead: FaultAhead,
     arena: Arena,
     slots: usize,
     shards: Box<[Shard]>,
@@ -454,8 +461,11 @@ impl Cache {
     /// A cache of `slots` pages.
     pub fn new(slots: usize) -> io::Result<Cache> {
         let slots = slots.max(1);
+        let arena = Arena::new(slots)?;
+        let fault_ahead = FaultAhead::new(arena.base(), slots);
         Ok(Cache {
-            arena: Arena::new(slots)?,
+            fault_ahead,
+            arena,
             slots,
             shards: (0..SHARDS)
                 .map(|_| Shard {
@@ -496,6 +506,19 @@ impl Cache {
 
     pub fn arena(&self) -> &Arena {
         &self.arena
+    }
+
+    /// No memory faulted in ahead of the frontier (the engine's `fault_ahead(false)`).
+    pub fn no_fault_ahead(&self) {
+        self.fault_ahead.turn_off();
+    }
+
+    /// Fault in the whole arena now (the engine's `pretouch`), so nothing is left to fault in
+    /// ahead of the frontier.
+    pub fn populate(&self) -> io::Result<()> {
+        self.arena.populate()?;
+        self.fault_ahead.turn_off();
+        Ok(())
     }
 
     /// The page table of file `id` (of `pages` pages), made on first use. An id names one
@@ -661,6 +684,9 @@ impl Cache {
                     let s = clock.frontier;
                     clock.frontier += 1;
                     self.frontier.store(clock.frontier, Ordering::Release);
+                    if FaultAhead::is_news(clock.frontier) {
+                        self.fault_ahead.frontier_moved(clock.frontier);
+                    }
                     self.slot_state[s].store(SLOT_IN_FLIGHT, Ordering::Release);
                     let key = (id, first + got.len() as u64);
                     self.slot_owner[s].store(pack(key), Ordering::Relaxed);
@@ -1035,17 +1061,31 @@ impl Cache {
         while top > 0 && self.slot_state[top - 1].load(Ordering::Acquire) == SLOT_FREE {
             top -= 1;
         }
-        let keep = ((top.div_ceil(granule_slots) + 1) * granule_slots).min(old);
+        // A granule above the highest slot in use: no read in flight reaches past it.
+        let clear = (top.div_ceil(granule_slots) + 1) * granule_slots;
+        let keep = clear.min(old);
         let mut given = 0;
+        // The helper that faults memory in ahead of the frontier, held off meanwhile: what it
+        // faulted in above the frontier goes back too, and it starts again from there.
+        let fault_ahead = self.fault_ahead.hold();
+        let ahead_to = fault_ahead.faulted_to().min(self.slots);
         if old - keep >= min_slots {
             let_go(keep * PAGE, self.slots * PAGE);
-            self.give_back(keep, old);
+            self.give_back(keep, old.max(ahead_to));
             clock.frontier = keep;
             clock.hand %= keep;
             self.frontier.store(keep, Ordering::Release);
             self.free_below_frontier
                 .fetch_sub(old - keep, Ordering::AcqRel);
             given += old - keep;
+            fault_ahead.gave_back_from(keep);
+        } else if ahead_to > clear.max(old) {
+            let from = clear.max(old);
+            let_go(from * PAGE, self.slots * PAGE);
+            self.give_back(from, ahead_to);
+            fault_ahead.gave_back_from(from);
+        } else {
+            fault_ahead.gave_back_from(ahead_to.max(old));
         }
         given + self.trim_below(&mut clock, granule_slots, &mut let_go)
     }
@@ -1148,5 +1188,6 @@ impl Cache {
     }
 }
 
+mod fault_ahead;
 #[cfg(test)]
 mod tests;

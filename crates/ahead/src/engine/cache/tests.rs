@@ -9,7 +9,9 @@ fn ready(cache: &Cache, t: &PageTable, first: u64, n: usize, result: io::Result<
     assert_eq!(slots.len(), n);
     for (i, &s) in slots.iter().enumerate() {
         // SAFETY: the slots were just allocated to this test and are in flight.
-        unsafe { std::ptr::write_bytes(cache.arena().slot_ptr(s), i as u8 + 1, PAGE) };
+        unsafe {
+            std::ptr::write_bytes(cache.arena().slot_ptr(s), (i as u8).wrapping_add(1), PAGE)
+        };
     }
     cache.complete(t, first, &slots, (n * PAGE) as u64, &result);
 }
@@ -123,4 +125,80 @@ fn hit_speed() {
         }
         eprintln!("copy alone: {:.0} MB/s", mb / t0.elapsed().as_secs_f64());
     }
+}
+
+/// Pages of the arena's slots `[from, to)` that hold memory (`mincore`).
+fn resident_in(cache: &Cache, from: usize, to: usize) -> usize {
+    let mut vec = vec![0u8; to - from];
+    // SAFETY: a range of the arena, page aligned, with a byte of `vec` per page.
+    let r = unsafe {
+        libc::mincore(
+            cache.arena().base().add(from * PAGE).cast(),
+            (to - from) * PAGE,
+            vec.as_mut_ptr(),
+        )
+    };
+    assert_eq!(r, 0, "mincore: {}", io::Error::last_os_error());
+    vec.iter().filter(|&&b| b & 1 == 1).count()
+}
+
+#[test]
+fn a_growing_cache_finds_its_memory_faulted_in_ahead_and_gives_it_back_with_the_rest() {
+    use fault_ahead::{AFTER_BYTES, AHEAD_BYTES};
+    let mib = (1 << 20) / PAGE;
+    let (after, ahead) = (AFTER_BYTES / PAGE, AHEAD_BYTES / PAGE);
+    let slots = after + ahead + 32 * mib;
+    let cache = Cache::new(slots).unwrap();
+    let t = cache.table(1, slots as u64);
+    // A huge page may be faulted in whole around a touched page: 2 MiB of margin.
+    let margin = 2 * mib;
+    // A small cache: nothing past what it holds.
+    ready(&cache, &t, 0, after / 2, Ok(after / 2 * PAGE));
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(resident_in(&cache, after / 2 + margin, slots), 0);
+    // Past `AFTER_BYTES`: the next `AHEAD_BYTES` hold memory before any read reaches them,
+    // and nothing past them does.
+    // (Enough, once dropped, for trim to give back: `TRIM_MIN_BYTES`.)
+    let frontier = after + TRIM_MIN_BYTES / PAGE;
+    ready(
+        &cache,
+        &t,
+        (after / 2) as u64,
+        frontier - after / 2,
+        Ok((frontier - after / 2) * PAGE),
+    );
+    let waited = Instant::now();
+    while resident_in(&cache, frontier, frontier + ahead) < ahead
+        && waited.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(resident_in(&cache, frontier, frontier + ahead), ahead);
+    assert_eq!(resident_in(&cache, frontier + ahead + margin, slots), 0);
+    // Faulting in changed no byte a read put there.
+    let mut buf = [0u8; 4];
+    for (page, byte) in [
+        (0, 1),
+        (after as u64 / 2 - 1, (after / 2) as u8),
+        (after as u64 / 2, 1),
+    ] {
+        assert!(matches!(
+            read(&cache, &t, page, &mut buf),
+            Lookup::Copied { n: 4, .. }
+        ));
+        assert_eq!(buf, [byte; 4], "page {page}");
+    }
+    // Every page dropped: trim gives back the memory faulted in ahead with the rest.
+    cache.drop_range(&t, 0, frontier as u64);
+    assert!(cache.trim(PAGE, |_, _| {}) > 0);
+    assert_eq!(resident_in(&cache, margin, slots), 0);
+    // And the cache grows again, the helper ahead of it again.
+    ready(&cache, &t, 0, frontier, Ok(frontier * PAGE));
+    let waited = Instant::now();
+    while resident_in(&cache, frontier, frontier + ahead) < ahead
+        && waited.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(resident_in(&cache, frontier, frontier + ahead), ahead);
 }
