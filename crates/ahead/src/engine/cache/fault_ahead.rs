@@ -167,9 +167,10 @@ impl Held<'_> {
         self.shared.marks().faulted_to
     }
 
-    /// Memory from slot `from` up was given back (or none was, and `from` is the frontier):
-    /// the helper goes on from there, and never below it, where trim gives back units whose
-    /// slots are all free.
+    /// Trim is done: memory from slot `from` up was given back, or none was and `from` is
+    /// where the helper's memory ends (the frontier at least). The helper's work still to do
+    /// is dropped (the cache shrank), and the next growth starts it from `from`, never below:
+    /// below the frontier, trim gives back units whose slots are all free.
     pub fn gave_back_from(&self, from: usize) {
         let mut marks = self.shared.marks();
         marks.faulted_to = from;
