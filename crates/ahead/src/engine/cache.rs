@@ -513,6 +513,11 @@ impl Cache {
         self.fault_ahead.turn_off();
     }
 
+    /// Why memory is not faulted in ahead of the frontier, where the system refused it.
+    pub fn fault_ahead_refused(&self) -> Option<String> {
+        self.fault_ahead.refused()
+    }
+
     /// Fault in the whole arena now (the engine's `pretouch`), so nothing is left to fault in
     /// ahead of the frontier.
     pub fn populate(&self) -> io::Result<()> {

@@ -535,6 +535,13 @@ impl Engine {
                     .unwrap_or_else(|p| p.into_inner())
                     .clone();
                 f.extend(inner.backend.late_note());
+                f.extend(
+                    inner
+                        .core
+                        .cache
+                        .fault_ahead_refused()
+                        .map(|why| Fallback::new(FallbackKind::FaultAhead, why)),
+                );
                 f
             },
             policy: inner.config.policy.clone(),

@@ -30,6 +30,10 @@ pub enum FallbackKind {
     Changed,
     /// A remote object without an ETag: a change is told by size and Last-Modified only.
     NoETag,
+    /// The cache's memory could not be faulted in ahead of its reads
+    /// ([`EngineBuilder::fault_ahead`](super::EngineBuilder::fault_ahead)): the reads fault in
+    /// their own.
+    FaultAhead,
 }
 
 /// One fallback the engine took: what, and why in words (with the file's name where it

@@ -51,6 +51,8 @@ struct Marks {
     stop: bool,
     /// Nothing is faulted ahead: the engine faulted in its whole arena, or the kernel refused.
     off: bool,
+    /// Why the helper stopped for good, where the system refused it (for the engine's stats).
+    refused: Option<String>,
 }
 
 struct Shared {
@@ -82,6 +84,7 @@ impl FaultAhead {
                     running: false,
                     stop: false,
                     off: false,
+                    refused: None,
                 }),
                 work: Condvar::new(),
             }),
@@ -132,13 +135,21 @@ impl FaultAhead {
             .spawn(move || for_helper.fault_in_ahead())
         {
             Ok(h) => *helper = Some(h),
-            Err(_) => {
+            Err(e) => {
                 // No thread: the reads fault their memory in, as without the helper.
                 let mut marks = shared.marks();
                 marks.running = false;
                 marks.off = true;
+                marks.refused = Some(format!(
+                    "no thread to fault the cache's memory in ahead of its reads ({e}): the reads fault in their own"
+                ));
             }
         }
+    }
+
+    /// Why memory is not faulted in ahead, if the system refused it.
+    pub fn refused(&self) -> Option<String> {
+        self.shared.marks().refused.clone()
     }
 
     /// Hold off the helper while memory above the frontier is given back; what the guard
@@ -235,12 +246,16 @@ impl Shared {
                     libc::MADV_POPULATE_WRITE,
                 )
             } == 0;
+            let error = (!done).then(std::io::Error::last_os_error);
             let mut marks = self.marks();
-            if !done {
+            if let Some(e) = error {
                 // No MADV_POPULATE_WRITE here (EINVAL before Linux 5.14), or no memory for it:
                 // the reads fault in their own.
                 marks.off = true;
                 marks.running = false;
+                marks.refused = Some(format!(
+                    "faulting the cache's memory in ahead of its reads was refused (MADV_POPULATE_WRITE, Linux 5.14 and later: {e}): the reads fault in their own"
+                ));
                 return;
             }
             marks.faulted_to = marks.faulted_to.max(to);

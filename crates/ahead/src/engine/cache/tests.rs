@@ -202,3 +202,38 @@ fn a_growing_cache_finds_its_memory_faulted_in_ahead_and_gives_it_back_with_the_
     }
     assert_eq!(resident_in(&cache, frontier, frontier + ahead), ahead);
 }
+
+#[test]
+fn memory_the_system_will_not_fault_in_ahead_is_said_why_and_left_to_the_reads() {
+    use fault_ahead::{AFTER_BYTES, CHUNK_BYTES};
+    // Memory that cannot be faulted in (no access at all: MADV_POPULATE_WRITE fails with
+    // EINVAL, as on a kernel before 5.14).
+    let bytes = AFTER_BYTES + 4 * CHUNK_BYTES;
+    // SAFETY: a new anonymous mapping, checked, unmapped below; nothing reads or writes it.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(base, libc::MAP_FAILED);
+    let helper = FaultAhead::new(base.cast(), bytes / PAGE);
+    assert_eq!(helper.refused(), None);
+    helper.frontier_moved(AFTER_BYTES / PAGE);
+    let waited = Instant::now();
+    while helper.refused().is_none() && waited.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let why = helper.refused().expect("the refusal is kept");
+    assert!(
+        why.contains("MADV_POPULATE_WRITE") && why.contains("os error 22"),
+        "{why}"
+    );
+    drop(helper);
+    // SAFETY: the mapping made above; the helper that used its address has stopped.
+    unsafe { libc::munmap(base, bytes) };
+}
