@@ -82,8 +82,10 @@
 //! time to come as pages were in the time gone): once random reads, counted by the jumps back
 //! (reads in random order go back as often as forward; a stride or runs with skips never do),
 //! have covered enough of the file, a random miss brings in the largest aligned block around it,
-//! and the rest of the file is read ahead in order, a block (or what the device needs in flight)
-//! for each random read. What the speculated pages earn is then the judge: once random reads
+//! and the rest of the file is read ahead in order, a step for each random read: a block, or
+//! more where the device needs more in flight or where its per-request cost (a disk's seek,
+//! paid by each step, as random misses' blocks come between) would be more than a sixteenth
+//! of a block's transfer. What the speculated pages earn is then the judge: once random reads
 //! have had time to come for them (a quarter of the file's pages), speculation stops if those
 //! that landed on them earned less than half what they cost, and tries again only when random
 //! reads have doubled.

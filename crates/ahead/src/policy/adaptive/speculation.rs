@@ -92,6 +92,10 @@ impl Speculation {
     }
 }
 
+/// A sweep step is at least this many times the pages' worth of a request's cost
+/// (`miss_cost`), so the request costs at most a sixteenth of the step.
+const SWEEP_COST_SHARE: u64 = 16;
+
 /// The largest power of two at most `n` (n > 0).
 pub(super) fn prev_power_of_two(n: u64) -> u64 {
     1 << (63 - n.leading_zeros())
@@ -131,19 +135,24 @@ impl Adaptive {
         self.spec.issued += started;
     }
 
-    /// While speculation is on, the file is also read ahead in order, a block (or what the
-    /// device needs in flight, if more) for each random read, from the first speculated block
-    /// on round to it: the whole file fits, the reads say it will be read, and in order is how
-    /// the device streams it best. A little at a time keeps the queue short for the reads that
-    /// miss.
+    /// While speculation is on, the file is also read ahead in order, a step for each random
+    /// read (a block, or what the device needs in flight or what makes its per-request cost
+    /// small beside the step, if more), from the first speculated block on round to it: the
+    /// whole file fits, the reads say it will be read, and in order is how the device streams
+    /// it best. A little at a time keeps the queue short for the reads that miss.
     pub(super) fn sweep(&mut self, ctx: &mut dyn RaContext) {
         let block = self.spec.block;
         let last = self.limit.min(ctx.file_pages());
         if block == 0 || self.spec.swept >= last {
             return;
         }
-        // A block, or what the device needs in flight if more (an object store's round trip).
-        let mut budget = block.max(self.device_lead);
+        // A block, or what the device needs in flight if more (an object store's round trip),
+        // or enough blocks that the request costs at most 1/`SWEEP_COST_SHARE` of their
+        // transfer: on a disk each step seeks (a random miss's block lies between two), and
+        // one block a step paid a seek per 4 MiB where the kernel's windows paid one per 8-16.
+        let mut budget = block
+            .max(self.device_lead)
+            .max((SWEEP_COST_SHARE * self.miss_cost).next_multiple_of(block));
         while budget > 0 && self.spec.swept < last {
             let from = (self.spec.sweep_from + self.spec.swept) % last.max(1);
             let pages = block
