@@ -129,9 +129,9 @@
 //! that signal itself picks another with [`EngineBuilder::lease_signal`] (every engine of the
 //! process must agree), or builds its engines with `.leases(false)` (every read of a local
 //! file then checks its size with `fstat`). The io_uring backend starts one completion thread
-//! per engine; the thread-pool backend, its pool. While an engine's cache grows past 8 MiB, a
-//! thread `ahead-fault-ahead` faults its memory in just ahead of the reads, ending 200 ms
-//! after the growth stops ([`EngineBuilder::fault_ahead`] turns it off).
+//! per engine; the thread-pool backend, its pool. While an engine's cache grows past 8 MiB for
+//! local files, a thread `ahead-fault-ahead` faults its memory in just ahead of the reads,
+//! ending 200 ms after the growth stops ([`EngineBuilder::fault_ahead`] turns it off).
 
 #![warn(missing_docs)]
 

@@ -258,9 +258,11 @@ impl EngineBuilder {
     /// (default on). Memory is faulted in as the cache first uses it; the kernel's first touch
     /// of a page (zeroing it, and on a virtual machine often the host's own first touch)
     /// would otherwise be paid by the thread that submits the read, which is the reader's.
-    /// Once the cache holds 8 MiB, a thread named `ahead-fault-ahead` keeps the next 24 MiB of
-    /// the budget faulted in (`MADV_POPULATE_WRITE`, Linux 5.14 and later), so a cache that
-    /// grows finds its memory ready; it ends after 200 ms without growth. The memory is within
+    /// Once the cache holds 8 MiB and grows for a local file's reads (which the kernel makes
+    /// into the cache's memory: a remote object's bytes are copied in by the threads that
+    /// receive them), a thread named `ahead-fault-ahead` keeps the next 24 MiB of the budget
+    /// faulted in (`MADV_POPULATE_WRITE`, Linux 5.14 and later), so a cache that grows finds
+    /// its memory ready; it ends after 200 ms without growth. The memory is within
     /// the budget, and dropped pages give it back with the rest. Off: no thread, and the reads
     /// fault in their own memory. An engine built to [`pretouch`](Self::pretouch) has nothing
     /// to fault in ahead.

@@ -508,6 +508,13 @@ impl Cache {
         &self.arena
     }
 
+    /// The cache grew for reads that fault in the memory they land on (a local file's): have
+    /// memory faulted in ahead of the frontier, if it reached a new chunk.
+    pub fn note_growth(&self) {
+        self.fault_ahead
+            .grew_to(self.frontier.load(Ordering::Acquire));
+    }
+
     /// No memory faulted in ahead of the frontier (the engine's `fault_ahead(false)`).
     pub fn no_fault_ahead(&self) {
         self.fault_ahead.turn_off();
@@ -689,9 +696,6 @@ impl Cache {
                     let s = clock.frontier;
                     clock.frontier += 1;
                     self.frontier.store(clock.frontier, Ordering::Release);
-                    if FaultAhead::is_news(clock.frontier) {
-                        self.fault_ahead.frontier_moved(clock.frontier);
-                    }
                     self.slot_state[s].store(SLOT_IN_FLIGHT, Ordering::Release);
                     let key = (id, first + got.len() as u64);
                     self.slot_owner[s].store(pack(key), Ordering::Relaxed);

@@ -238,6 +238,14 @@ impl EngineParts {
             brought += n;
             p += n;
         }
+        // The cache's memory faulted in ahead of its growth, for a local file's reads: the
+        // kernel faults in what they land on in the thread that submits them, the reader's.
+        // A remote object's bytes are copied in by the runtime's threads as they arrive, and
+        // memory faulted in ahead for them held up to 24 MiB the cache never used (see
+        // `cache/fault_ahead.rs`).
+        if brought > 0 && file.source.fd().is_some() {
+            cache.note_growth();
+        }
         brought
     }
 

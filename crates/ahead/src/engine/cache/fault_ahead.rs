@@ -9,7 +9,10 @@
 //! first engine filled its cache at a quarter of the speed of one whose memory was faulted in
 //! (BENCHMARKS, issue 22, `embed_bench first-touch`).
 //!
-//! So once a cache has grown past [`AFTER_BYTES`], a helper thread keeps the next
+//! So once a cache has grown past [`AFTER_BYTES`] for such reads (a local file's: the engine
+//! tells it so, `Cache::note_growth`; a remote object's bytes are copied in by the threads that
+//! receive them, off the reader's path, and memory faulted in ahead for them was only held:
+//! 20 MiB more at the peak of a Parquet read), a helper thread keeps the next
 //! [`AHEAD_BYTES`] past the frontier faulted in, [`CHUNK_BYTES`] at a time, with
 //! `MADV_POPULATE_WRITE`: it faults pages in without changing what they hold, so it cannot
 //! disturb a read that lands there meanwhile. The memory is the arena's, so within the budget,
@@ -22,6 +25,7 @@
 //! faulted in above the frontier. The helper ends once it has had nothing to do for
 //! [`IDLE_EXIT`], and the next growth starts another; dropping the cache stops it and waits.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -63,6 +67,8 @@ struct Shared {
     advising: Mutex<()>,
     marks: Mutex<Marks>,
     work: Condvar,
+    /// The last chunk of the arena the helper was told the frontier reached.
+    told_chunk: AtomicUsize,
 }
 
 pub(super) struct FaultAhead {
@@ -87,6 +93,7 @@ impl FaultAhead {
                     refused: None,
                 }),
                 work: Condvar::new(),
+                told_chunk: AtomicUsize::new(0),
             }),
             helper: Mutex::new(None),
         }
@@ -98,9 +105,17 @@ impl FaultAhead {
         self.shared.marks().off = true;
     }
 
-    /// Whether the frontier's move to `frontier` is one the helper hears of: a chunk's end.
-    pub fn is_news(frontier: usize) -> bool {
-        frontier.is_multiple_of(CHUNK_BYTES / PAGE) && frontier >= AFTER_BYTES / PAGE
+    /// The frontier is at `frontier`: tell the helper once it has passed [`AFTER_BYTES`] and
+    /// each time it reaches a new chunk (an atomic load otherwise).
+    pub fn grew_to(&self, frontier: usize) {
+        let chunk = frontier / (CHUNK_BYTES / PAGE);
+        let told = &self.shared.told_chunk;
+        if frontier < AFTER_BYTES / PAGE || chunk <= told.load(Ordering::Relaxed) {
+            return;
+        }
+        if told.fetch_max(chunk, Ordering::Relaxed) < chunk {
+            self.frontier_moved(frontier);
+        }
     }
 
     /// The frontier reached `frontier`: have the helper fault in up to [`AHEAD_BYTES`] past it,
@@ -186,6 +201,10 @@ impl Held<'_> {
         let mut marks = self.shared.marks();
         marks.faulted_to = from;
         marks.wanted_to = marks.wanted_to.min(from);
+        // The frontier may be lower now: the next growth past it is news again.
+        self.shared
+            .told_chunk
+            .store(from / (CHUNK_BYTES / PAGE), Ordering::Relaxed);
     }
 }
 

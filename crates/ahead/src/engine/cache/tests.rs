@@ -154,6 +154,7 @@ fn a_growing_cache_finds_its_memory_faulted_in_ahead_and_gives_it_back_with_the_
     let margin = 2 * mib;
     // A small cache: nothing past what it holds.
     ready(&cache, &t, 0, after / 2, Ok(after / 2 * PAGE));
+    cache.note_growth();
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(resident_in(&cache, after / 2 + margin, slots), 0);
     // Past `AFTER_BYTES`: the next `AHEAD_BYTES` hold memory before any read reaches them,
@@ -167,6 +168,7 @@ fn a_growing_cache_finds_its_memory_faulted_in_ahead_and_gives_it_back_with_the_
         frontier - after / 2,
         Ok((frontier - after / 2) * PAGE),
     );
+    cache.note_growth();
     let waited = Instant::now();
     while resident_in(&cache, frontier, frontier + ahead) < ahead
         && waited.elapsed() < Duration::from_secs(10)
@@ -194,6 +196,7 @@ fn a_growing_cache_finds_its_memory_faulted_in_ahead_and_gives_it_back_with_the_
     assert_eq!(resident_in(&cache, margin, slots), 0);
     // And the cache grows again, the helper ahead of it again.
     ready(&cache, &t, 0, frontier, Ok(frontier * PAGE));
+    cache.note_growth();
     let waited = Instant::now();
     while resident_in(&cache, frontier, frontier + ahead) < ahead
         && waited.elapsed() < Duration::from_secs(10)

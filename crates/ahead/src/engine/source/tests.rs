@@ -138,3 +138,84 @@ fn a_source_without_a_descriptor_reads_through_the_engine_under_every_backend() 
         );
     }
 }
+
+/// Pages of `engine`'s arena that hold memory from `from` bytes past its frontier to `to`.
+fn resident_past_frontier(engine: &Engine, from: usize, to: usize) -> usize {
+    let cache = &engine.inner.core.cache;
+    let page = PAGE_SIZE as usize;
+    let start = cache.touched_slots() * page + from;
+    let end = (cache.touched_slots() * page + to).min(cache.slots() * page);
+    let mut vec = vec![0u8; (end - start) / page];
+    // SAFETY: a page-aligned range of the arena, with a byte of `vec` per page.
+    let r = unsafe {
+        libc::mincore(
+            cache.arena().base().add(start).cast(),
+            end - start,
+            vec.as_mut_ptr(),
+        )
+    };
+    assert_eq!(r, 0, "mincore: {}", io::Error::last_os_error());
+    vec.iter().filter(|&&b| b & 1 == 1).count()
+}
+
+#[test]
+fn memory_is_faulted_in_ahead_for_a_local_file_not_for_a_source_that_copies_its_bytes_in() {
+    // 16 MiB read whole into a 64 MiB cache: past the 8 MiB after which the cache's memory is
+    // faulted in ahead of its growth, for reads the kernel does into it (a local file's). A
+    // source that copies its bytes in (a remote object's) touches its memory itself, off the
+    // reader's path: memory faulted in ahead for it would only be held.
+    let size = 16 << 20;
+    let bytes: Arc<Vec<u8>> = Arc::new((0..size).map(|i| (i * 7 % 253) as u8).collect());
+    let local = std::env::temp_dir().join(format!("ahead-fault-ahead-{}", std::process::id()));
+    std::fs::write(&local, bytes.as_slice()).unwrap();
+    let build = || {
+        Engine::builder()
+            .backend(BackendChoice::THREADS)
+            .budget(64 << 20)
+            .build()
+            .unwrap()
+    };
+    // Past the frontier by more than a huge page (one may be faulted in whole around the
+    // last page read), up to 16 MiB: what the helper faults in, and nothing else does.
+    let (from, to) = (4 << 20, 16 << 20);
+    let all = (to - from) / PAGE_SIZE as usize;
+
+    let engine = build();
+    let file = engine.open(&local).unwrap();
+    read_to_end_checking(&file, &bytes, 1 << 20, "local");
+    let waited = std::time::Instant::now();
+    let mut local_ahead = resident_past_frontier(&engine, from, to);
+    while local_ahead < all && waited.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        local_ahead = resident_past_frontier(&engine, from, to);
+    }
+    drop((file, engine));
+    std::fs::remove_file(&local).unwrap();
+    assert_eq!(local_ahead, all, "a local file");
+
+    let engine = build();
+    let opened = Opened {
+        identity: Identity {
+            object: ObjectKey::Test(2),
+            size: size as u64,
+            version: 0,
+        },
+        source: Box::new(MemorySource {
+            name: PathBuf::from("memory://fault-ahead"),
+            bytes: bytes.clone(),
+            reads: Arc::new(AtomicU64::new(0)),
+        }),
+        notes: Vec::new(),
+    };
+    let make = crate::policy::maker("adaptive").unwrap();
+    let file = engine
+        .open_source(opened, &crate::engine::OpenOptions::new(), Box::new(make))
+        .unwrap();
+    read_to_end_checking(&file, &bytes, 1 << 20, "memory");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(
+        resident_past_frontier(&engine, from, to),
+        0,
+        "a source that copies its bytes in"
+    );
+}
