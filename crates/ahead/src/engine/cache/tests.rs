@@ -142,6 +142,15 @@ fn resident_in(cache: &Cache, from: usize, to: usize) -> usize {
     vec.iter().filter(|&&b| b & 1 == 1).count()
 }
 
+/// [`resident_in`] once all of `[from, to)` holds memory, or after 10 s.
+fn resident_soon(cache: &Cache, from: usize, to: usize) -> usize {
+    let waited = Instant::now();
+    while resident_in(cache, from, to) < to - from && waited.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    resident_in(cache, from, to)
+}
+
 #[test]
 fn a_growing_cache_finds_its_memory_faulted_in_ahead_and_gives_it_back_with_the_rest() {
     use fault_ahead::{AFTER_BYTES, AHEAD_BYTES};
@@ -169,13 +178,7 @@ fn a_growing_cache_finds_its_memory_faulted_in_ahead_and_gives_it_back_with_the_
         Ok((frontier - after / 2) * PAGE),
     );
     cache.note_growth();
-    let waited = Instant::now();
-    while resident_in(&cache, frontier, frontier + ahead) < ahead
-        && waited.elapsed() < Duration::from_secs(10)
-    {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert_eq!(resident_in(&cache, frontier, frontier + ahead), ahead);
+    assert_eq!(resident_soon(&cache, frontier, frontier + ahead), ahead);
     assert_eq!(resident_in(&cache, frontier + ahead + margin, slots), 0);
     // Faulting in changed no byte a read put there.
     let mut buf = [0u8; 4];
@@ -197,13 +200,7 @@ fn a_growing_cache_finds_its_memory_faulted_in_ahead_and_gives_it_back_with_the_
     // And the cache grows again, the helper ahead of it again.
     ready(&cache, &t, 0, frontier, Ok(frontier * PAGE));
     cache.note_growth();
-    let waited = Instant::now();
-    while resident_in(&cache, frontier, frontier + ahead) < ahead
-        && waited.elapsed() < Duration::from_secs(10)
-    {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert_eq!(resident_in(&cache, frontier, frontier + ahead), ahead);
+    assert_eq!(resident_soon(&cache, frontier, frontier + ahead), ahead);
 }
 
 #[test]

@@ -52,6 +52,34 @@ impl Source for MemorySource {
     }
 }
 
+/// `bytes` opened through `engine` as a [`MemorySource`] named `name` (object `key`), under
+/// `adaptive`, counting its reads in `reads`.
+fn open_memory(
+    engine: &Engine,
+    key: u32,
+    name: &str,
+    bytes: &Arc<Vec<u8>>,
+    reads: &Arc<AtomicU64>,
+) -> File {
+    let opened = Opened {
+        identity: Identity {
+            object: ObjectKey::Test(key),
+            size: bytes.len() as u64,
+            version: 0,
+        },
+        source: Box::new(MemorySource {
+            name: PathBuf::from(name),
+            bytes: bytes.clone(),
+            reads: reads.clone(),
+        }),
+        notes: Vec::new(),
+    };
+    let make = crate::policy::maker("adaptive").unwrap();
+    engine
+        .open_source(opened, &crate::engine::OpenOptions::new(), Box::new(make))
+        .unwrap()
+}
+
 /// Read `file` from its start to its end in reads of `read_size` bytes, checking each against
 /// `bytes` (the source's own) and that the end comes where `bytes` ends; `what` names the run.
 pub(super) fn read_to_end_checking(file: &File, bytes: &[u8], read_size: usize, what: &str) {
@@ -86,23 +114,7 @@ fn a_source_without_a_descriptor_reads_through_the_engine_under_every_backend() 
             .build()
             .unwrap();
         let reads = Arc::new(AtomicU64::new(0));
-        let opened = Opened {
-            identity: Identity {
-                object: ObjectKey::Test(1),
-                size: size as u64,
-                version: 0,
-            },
-            source: Box::new(MemorySource {
-                name: PathBuf::from("memory://test"),
-                bytes: bytes.clone(),
-                reads: reads.clone(),
-            }),
-            notes: Vec::new(),
-        };
-        let make = crate::policy::maker("adaptive").unwrap();
-        let file = engine
-            .open_source(opened, &crate::engine::OpenOptions::new(), Box::new(make))
-            .unwrap();
+        let file = open_memory(&engine, 1, "memory://test", &bytes, &reads);
         assert_eq!(file.len(), size as u64);
         assert_eq!(file.path(), Path::new("memory://test"));
         // Forward in odd pieces, then a few reads back.
@@ -194,23 +206,8 @@ fn memory_is_faulted_in_ahead_for_a_local_file_not_for_a_source_that_copies_its_
     assert_eq!(local_ahead, all, "a local file");
 
     let engine = build();
-    let opened = Opened {
-        identity: Identity {
-            object: ObjectKey::Test(2),
-            size: size as u64,
-            version: 0,
-        },
-        source: Box::new(MemorySource {
-            name: PathBuf::from("memory://fault-ahead"),
-            bytes: bytes.clone(),
-            reads: Arc::new(AtomicU64::new(0)),
-        }),
-        notes: Vec::new(),
-    };
-    let make = crate::policy::maker("adaptive").unwrap();
-    let file = engine
-        .open_source(opened, &crate::engine::OpenOptions::new(), Box::new(make))
-        .unwrap();
+    let reads = Arc::new(AtomicU64::new(0));
+    let file = open_memory(&engine, 2, "memory://fault-ahead", &bytes, &reads);
     read_to_end_checking(&file, &bytes, 1 << 20, "memory");
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert_eq!(
