@@ -1,5 +1,6 @@
 //! The engine's memory follows what it caches, not its budget: a large budget costs nothing at
-//! start, an engine that has cached N MiB holds at most N + 32 MiB more than before it was
+//! start (a 4 GiB engine that read 100 KB, with readahead through io_uring, holds under
+//! 8 MiB more), an engine that has cached N MiB holds at most N + 32 MiB more than before it was
 //! built, one whose pages are dropped gives the memory back (below a page still cached too),
 //! and a cache refilled does not grow
 //! past what it held at its fullest; an engine built to pretouch holds its budget from the
@@ -23,8 +24,13 @@ fn make_file(name: &str, size: u64) -> PathBuf {
 
 /// Read `path` whole through `engine` with 1 MiB reads, checking the bytes.
 fn read_all(engine: &Engine, path: &Path) {
+    read_all_in(engine, path, MIB as usize);
+}
+
+/// Read `path` whole through `engine` with reads of `size` bytes, checking the bytes.
+fn read_all_in(engine: &Engine, path: &Path, size: usize) {
     let f = engine.open(path).unwrap();
-    let mut buf = vec![0u8; MIB as usize];
+    let mut buf = vec![0u8; size];
     let mut at = 0u64;
     loop {
         let n = f.read_at(&mut buf, at).unwrap();
@@ -62,11 +68,13 @@ fn memory_follows_what_the_cache_holds_not_the_budget() {
             .budget(4 << 30)
             .build()
             .unwrap();
-        read_all(&engine, &small);
+        // In 4 KiB reads: the policy reads ahead of them, through io_uring, whose buffers
+        // (two slabs, 16 MiB, pinned as one) are not registered for the arena's first slab.
+        read_all_in(&engine, &small, 4096);
         let took = t.elapsed();
         let after_small = rss().saturating_sub(before);
         assert!(
-            after_small < 32 * MIB,
+            after_small < 8 * MIB,
             "{backend:?}: a 4 GiB engine that read 100 KB holds {} MiB",
             after_small / MIB
         );

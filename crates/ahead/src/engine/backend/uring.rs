@@ -11,9 +11,12 @@
 //!   engine take 16 s and 6 GiB to read a 100 KB file. The ring gets a sparse table of
 //!   buffers at start; buffer `k` covers slabs `k` and `k + 1` of the arena ([`SLAB_BYTES`]
 //!   each, so the buffers overlap by a slab) and is registered, pinning those two slabs, by the
-//!   first read that starts in slab `k`. Any read of at most a slab fits in the buffer of the
-//!   slab it starts in, so a read into consecutive slots is a `READ_FIXED`: no page pinning
-//!   per request. The memory pinned is at most two slabs past what the cache has touched.
+//!   first read that starts in slab `k`; but the first buffer is never registered (unless
+//!   the engine pretouches its memory), so a cache that holds a few pages pins none beyond
+//!   them: its reads into the first slab are plain ones. Any read of at most a slab fits in
+//!   the buffer of the slab it starts in, so a read into consecutive slots past the first slab
+//!   is a `READ_FIXED`: no page pinning per request. The memory pinned is at most two slabs
+//!   past what the cache has touched.
 //!   Registration needs locked memory; where that is refused, plain `READ` is used and
 //!   `stats()` says why. A read into scattered slots, or larger than a slab, is a plain
 //!   `READV`/`READ`: the device still sees one request.
@@ -93,7 +96,24 @@ impl FixedBuffers {
         let Some((k, start, end)) = self.buffer_for(buf, len) else {
             return;
         };
-        if self.registered[k].load(Ordering::Acquire) {
+        // Not the first buffer: reads into the arena's first slab stay plain, so a cache that
+        // holds a few pages does not pin two slabs (16 MiB) for them.
+        if k == 0 {
+            return;
+        }
+        self.register(ring, k, start, end, note);
+    }
+
+    /// Register buffer `k` (the arena's bytes `[start, end)`), unless it is already.
+    fn register(
+        &self,
+        ring: &IoUring,
+        k: usize,
+        start: usize,
+        end: usize,
+        note: &Mutex<Option<Fallback>>,
+    ) {
+        if self.refused.load(Ordering::Relaxed) || self.registered[k].load(Ordering::Acquire) {
             return;
         }
         let _one_at_a_time = self.registering.lock().unwrap_or_else(|p| p.into_inner());
@@ -287,13 +307,15 @@ impl UringBackend {
         })
     }
 
-    /// Register every buffer of the arena now (the engine's `pretouch`), as the first reads
-    /// into each slab would.
+    /// Register every buffer of the arena now (the engine's `pretouch`, whose memory is all
+    /// faulted in already: the first buffer too).
     fn register_whole_arena(&self) {
         if let Some(fixed) = &self.shared.fixed {
             for k in 0..fixed.registered.len() {
                 let at = (fixed.base + k * fixed.slab) as *mut u8;
-                fixed.ensure(&self.shared.ring, at, 1, &self.shared.late_note);
+                if let Some((k, start, end)) = fixed.buffer_for(at, 1) {
+                    fixed.register(&self.shared.ring, k, start, end, &self.shared.late_note);
+                }
             }
         }
     }
