@@ -76,13 +76,17 @@ struct FixedBuffers {
 }
 
 impl FixedBuffers {
-    /// The buffer that would hold `[buf, buf + len)`: its index, and the range it covers.
-    fn buffer_for(&self, buf: *mut u8, len: usize) -> Option<(usize, usize, usize)> {
+    /// The index of the buffer that would hold `[buf, buf + len)`.
+    fn buffer_for(&self, buf: *mut u8, len: usize) -> Option<usize> {
         let at = (buf as usize).checked_sub(self.base)?;
         let k = at / self.slab;
+        (at + len <= self.range_of(k).1 && k < self.registered.len()).then_some(k)
+    }
+
+    /// The arena's bytes buffer `k` covers: slabs `k` and `k + 1`.
+    fn range_of(&self, k: usize) -> (usize, usize) {
         let start = k * self.slab;
-        let end = (start + 2 * self.slab).min(self.bytes);
-        (at + len <= end && k < self.registered.len()).then_some((k, start, end))
+        (start, (start + 2 * self.slab).min(self.bytes))
     }
 
     /// Register the buffer that holds `[buf, buf + len)` if no read has reached it yet. Called
@@ -93,7 +97,7 @@ impl FixedBuffers {
         if self.refused.load(Ordering::Relaxed) {
             return;
         }
-        let Some((k, start, end)) = self.buffer_for(buf, len) else {
+        let Some(k) = self.buffer_for(buf, len) else {
             return;
         };
         // Not the first buffer: reads into the arena's first slab stay plain, so a cache that
@@ -101,18 +105,11 @@ impl FixedBuffers {
         if k == 0 {
             return;
         }
-        self.register(ring, k, start, end, note);
+        self.register(ring, k, note);
     }
 
-    /// Register buffer `k` (the arena's bytes `[start, end)`), unless it is already.
-    fn register(
-        &self,
-        ring: &IoUring,
-        k: usize,
-        start: usize,
-        end: usize,
-        note: &Mutex<Option<Fallback>>,
-    ) {
+    /// Register buffer `k`, unless it is already.
+    fn register(&self, ring: &IoUring, k: usize, note: &Mutex<Option<Fallback>>) {
         if self.refused.load(Ordering::Relaxed) || self.registered[k].load(Ordering::Acquire) {
             return;
         }
@@ -120,6 +117,7 @@ impl FixedBuffers {
         if self.registered[k].load(Ordering::Acquire) {
             return;
         }
+        let (start, end) = self.range_of(k);
         let iov = libc::iovec {
             iov_base: (self.base + start) as *mut libc::c_void,
             iov_len: end - start,
@@ -178,7 +176,7 @@ impl FixedBuffers {
 
     /// The index of the registered buffer holding `[buf, buf + len)`, if it is registered.
     fn index(&self, buf: *mut u8, len: usize) -> Option<u16> {
-        let (k, _, _) = self.buffer_for(buf, len)?;
+        let k = self.buffer_for(buf, len)?;
         if !self.registered[k].load(Ordering::Acquire) || self.refused.load(Ordering::Relaxed) {
             return None;
         }
@@ -312,10 +310,7 @@ impl UringBackend {
     fn register_whole_arena(&self) {
         if let Some(fixed) = &self.shared.fixed {
             for k in 0..fixed.registered.len() {
-                let at = (fixed.base + k * fixed.slab) as *mut u8;
-                if let Some((k, start, end)) = fixed.buffer_for(at, 1) {
-                    fixed.register(&self.shared.ring, k, start, end, &self.shared.late_note);
-                }
+                fixed.register(&self.shared.ring, k, &self.shared.late_note);
             }
         }
     }
