@@ -103,7 +103,12 @@
 //! most; after a win, bets are full first windows.
 //!
 //! **Hints.** Sequential: new streams are forward from their first read, their first window
-//! four times the unhinted guess.
+//! four times the unhinted guess. That window is the application's word, not the reader's
+//! showing: its successor waits until half of it is used (a merge opens every run with the
+//! hint and reads a little of each in turn; their second windows, sent at once, would queue
+//! ahead of the next run's first read), except on a device where a later request would seek.
+//! Where the first window is less than a miss costs (an object store's round trip), the
+//! first read starts the lead too, not the second: waiting to see it would cost a round trip.
 //! Random: no readahead at all. Will-need: the range is read ahead, no stream is disturbed.
 //! Don't-need: streams whose window covered the range will fetch it again if they get there.
 //! Limit: nothing at or past the page is ever read ahead (Lustre's lock extent in the 2004
@@ -188,6 +193,8 @@ pub struct Adaptive {
     last: usize,
     /// The whole file fits in its share of the cache: what is read ahead stays until read.
     file_fits: bool,
+    /// The file is no larger than its share of the whole cache ([`windows::fits_cache_whole`]).
+    fits_cache_whole: bool,
     /// Reads that joined no stream, and those of them that landed on cached pages.
     jumps: u64,
     jumps_onto_cached: u64,
@@ -227,6 +234,7 @@ impl Adaptive {
             conservative: false,
             last: 0,
             file_fits: false,
+            fits_cache_whole: false,
             jumps: 0,
             jumps_onto_cached: 0,
             spec: Speculation::OFF,
@@ -278,6 +286,7 @@ impl Adaptive {
     fn on_read_streams(&mut self, s: u64, e: u64, ctx: &mut dyn RaContext) {
         let found = self.find(s, e);
         self.file_fits = ctx.file_pages() <= ctx.readahead_budget();
+        self.fits_cache_whole = windows::fits_cache_whole(ctx);
         if matches!(found, None | Some((_, Join::StrideCandidate))) {
             self.note_jump(ctx.is_cached(s));
             // Reads in random order go back as often as forward; a pattern that only ever goes

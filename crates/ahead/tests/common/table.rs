@@ -51,6 +51,7 @@ pub struct Row {
     pub results: Vec<(&'static str, Metrics)>,
 }
 
+#[allow(dead_code)] // the example prints with them; the tests check through `shortfalls`
 impl Row {
     pub fn get(&self, policy: &str) -> &Metrics {
         &self
@@ -63,13 +64,22 @@ impl Row {
 
     /// The fastest causal policy (every one but the oracle), with `adaptive` among them or not.
     pub fn fastest(&self, with_adaptive: bool) -> (&'static str, &Metrics) {
-        self.results
-            .iter()
-            .filter(|(p, _)| *p != ORACLE && (with_adaptive || *p != "adaptive"))
-            .min_by(|a, b| a.1.modeled_ms.total_cmp(&b.1.modeled_ms))
-            .map(|(p, m)| (*p, m))
-            .expect("causal policies ran")
+        fastest(&self.results, with_adaptive)
     }
+}
+
+/// The fastest causal policy of `results` (every one but the oracle), with `adaptive` among
+/// them or not.
+pub fn fastest<'a>(
+    results: &'a [(&'static str, Metrics)],
+    with_adaptive: bool,
+) -> (&'static str, &'a Metrics) {
+    results
+        .iter()
+        .filter(|(p, _)| *p != ORACLE && (with_adaptive || *p != "adaptive"))
+        .min_by(|a, b| a.1.modeled_ms.total_cmp(&b.1.modeled_ms))
+        .map(|(p, m)| (*p, m))
+        .expect("causal policies ran")
 }
 
 /// Wasted pages as a share of pages read.
@@ -118,17 +128,34 @@ pub fn bar(_row: &Row) -> (f64, f64) {
 /// read and that policy's share (or the bar of a known shortfall); no policy is below the
 /// oracle by more than 0.5%.
 pub fn shortfalls(row: &Row) -> Vec<String> {
-    let mut out = Vec::new();
     let label = format!(
         "{} on {} ({} ns/page)",
         row.spec, row.device, row.compute_ns
     );
-    let a = row.get("adaptive");
-    let (name, f) = row.fastest(true);
-    let (time_bar, waste_bar) = bar(row);
+    shortfalls_of(&label, &row.results, bar(row))
+}
+
+/// [`shortfalls`] of every policy's figures on one workload (`results`), adaptive held to
+/// `time_bar` times the fastest causal policy's time and the larger of `waste_bar` and that
+/// policy's waste; each failure starts with `label`.
+pub fn shortfalls_of(
+    label: &str,
+    results: &[(&'static str, Metrics)],
+    (time_bar, waste_bar): (f64, f64),
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let get = |policy: &str| {
+        &results
+            .iter()
+            .find(|(p, _)| *p == policy)
+            .expect("it ran")
+            .1
+    };
+    let a = get("adaptive");
+    let (name, f) = fastest(results, true);
     if a.modeled_ms > time_bar * f.modeled_ms {
         out.push(format!(
-            "{label}: adaptive {:.2} ms, {name} {:.2} ms",
+            "{label}: adaptive {:.2} ms, {name} {:.2} ms (bar {time_bar}x)",
             a.modeled_ms, f.modeled_ms
         ));
     }
@@ -139,8 +166,8 @@ pub fn shortfalls(row: &Row) -> Vec<String> {
             100.0 * waste(f)
         ));
     }
-    let o = row.get(ORACLE);
-    for (p, m) in &row.results {
+    let o = get(ORACLE);
+    for (p, m) in results {
         if o.modeled_ms > 1.005 * m.modeled_ms {
             out.push(format!(
                 "{label}: {p} {:.3} ms beats the oracle's {:.3}",

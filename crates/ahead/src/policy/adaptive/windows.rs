@@ -71,9 +71,11 @@ impl Adaptive {
             // more than its pages are worth), or, once a stream has continued, than what a miss
             // costs its reader (on an object store, a round trip's worth of bandwidth: ramping
             // up from less would pay a round trip per doubling), where it is the file's one
-            // stream (many streams ramp as usual: their windows together must fit the cache).
-            // Continued twice: two reads in a row can be chance among random ones.
-            let floor = if st.run >= 2 && self.active_streams() == 1 {
+            // stream or the file fits its share of the cache whole (then nothing read ahead is
+            // evicted before its reader comes, and all the streams' windows together are at
+            // most the file). Elsewhere many streams ramp as usual: their windows together must
+            // fit the cache. Continued twice: two reads in a row can be chance among random ones.
+            let floor = if st.run >= 2 && (self.active_streams() == 1 || self.fits_cache_whole) {
                 self.miss_cost
             } else {
                 self.request_cost
@@ -234,6 +236,20 @@ impl Adaptive {
         }
     }
 
+    /// Whether stream `st`'s next window waits until the reader has used half of its first.
+    /// Under a sequential hint the first window is the application's word, four times the
+    /// guess, not what the reader has shown: a merge opens every run with the hint and reads a
+    /// little of each before the next, and if each run's second window went out at once it
+    /// would sit in the device's queue ahead of the next run's first read. Half the first
+    /// window is still ahead when the next starts. Only where a request that does not continue
+    /// the last costs the device little against the window (no seek: a disk's successor, sent
+    /// later, would seek where sent now it would not).
+    pub(super) fn defers_successor(&self, st: &Stream) -> bool {
+        self.sequential
+            && st.frontier <= st.origin + st.window.max(st.record)
+            && 4 * self.request_cost <= st.window
+    }
+
     pub(super) fn top_up_forward(
         &mut self,
         i: usize,
@@ -244,6 +260,7 @@ impl Adaptive {
         ctx: &mut dyn RaContext,
     ) -> Option<u64> {
         let (dl, sz) = (self.device_lead, self.sizing());
+        let defer = self.defers_successor(&self.streams[i]);
         let st = &mut self.streams[i];
         if st.frontier < st.reach {
             st.frontier = st.reach;
@@ -256,6 +273,7 @@ impl Adaptive {
             dl,
             caps.lead,
         );
+        let need = if defer { need.div_ceil(2) } else { need };
         if !missed && st.frontier - st.reach >= need {
             return None; // the marker is still ahead of the reader
         }
@@ -268,8 +286,10 @@ impl Adaptive {
             }
             // The lead waits for the stream to continue, hinted or not: many files opened at
             // once with the hint (a merge) would each put their whole lead ahead of the next
-            // file's first read.
-            let proven = st.run > 0;
+            // file's first read. But where the hinted first window is less than a miss costs
+            // (an object store's round trip), waiting for the second read would cost the
+            // reader that round trip: the application's word is taken for it.
+            let proven = st.run > 0 || (self.sequential && self.miss_cost > window);
             // A guess brings in one window counted from the read, or, when the memory budget
             // has shrunk the window to no more than the read (many files sharing the cache),
             // one window past it: else the guess would be no bet at all, and the next read
