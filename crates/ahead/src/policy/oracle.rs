@@ -22,7 +22,9 @@
 //! more (contiguous commands pay one seek). A run's limit grows on a ramp from the first read:
 //! the pages the plan has read so far ([`Ramp::Workload`]) or twice those just before it in
 //! its file ([`Ramp::Stream`]), so the reader starts on small requests while larger ones
-//! follow, or none at all ([`Ramp::Full`], where every request costs a seek); a read longer
+//! follow, or none at all ([`Ramp::Full`], where every request costs a seek), or none but a
+//! cap on each file's head ([`Ramp::Head`]: where a seek is dear and the reader takes files in
+//! turn, it starts on every file's head while their rests follow); a read longer
 //! than its limit is split. Where everything fits, the sweeps read every
 //! page any read needs with no ramp, all at the first read: in file order, as an elevator does,
 //! in the largest requests or a request per read ([`Ramp::Sweep`], [`Ramp::SweepReads`]), or
@@ -130,6 +132,12 @@ pub enum Ramp {
     /// No ramp: every request may be the largest from the first (best where each request
     /// costs a seek, and starting small costs more seeks than it saves).
     Full,
+    /// As `Full`, but a request that does not continue pages of its file cached just before
+    /// it (a file's head) takes at most this many pages, and the rest of its run follows in
+    /// the largest: where each file costs a seek and the reader takes several in turn, the
+    /// reader starts on every file's head while the rests follow, instead of waiting behind
+    /// the files before it whole.
+    Head(u64),
     /// No order of need at all where everything fits: every page any read needs (and the gaps
     /// worth reading through) in file order, the largest requests, all issued at the first
     /// read, as an elevator sweeps (best where seeks cost most). Where it does not fit, as
@@ -159,13 +167,24 @@ impl Ramp {
     /// order of need twice, with a reach of the budget (a page stays counted on for the other
     /// half of the cache: best where pages are read again) and of seven eighths of the cache
     /// (best for streams, where a page is used once, soon after it arrives). The sweeps have
-    /// no reach: they run only where everything fits.
-    pub fn plans(cache_pages: u64, budget_pages: u64) -> Vec<(Ramp, u64)> {
+    /// no reach: they run only where everything fits. Where a request that does not continue
+    /// the last costs a seek of `seek_pages` pages' transfer, also heads of half and all of
+    /// that (`Head`: a head much smaller costs its file a second seek for little, and one
+    /// much larger keeps the next file's head waiting).
+    pub fn plans(cache_pages: u64, budget_pages: u64, seek_pages: u64) -> Vec<(Ramp, u64)> {
         let far = cache_pages - cache_pages / 8;
+        let heads = [seek_pages / 2, seek_pages]
+            .into_iter()
+            .filter(|&h| h > 0)
+            .map(Ramp::Head);
         let mut plans = Vec::new();
-        for ramp in Ramp::ALL {
+        for ramp in Ramp::ALL.into_iter().chain(heads) {
             plans.push((ramp, budget_pages));
-            if matches!(ramp, Ramp::Workload | Ramp::Stream | Ramp::Full) && far > budget_pages {
+            let ordered = matches!(
+                ramp,
+                Ramp::Workload | Ramp::Stream | Ramp::Full | Ramp::Head(_)
+            );
+            if ordered && far > budget_pages {
                 plans.push((ramp, far));
             }
         }

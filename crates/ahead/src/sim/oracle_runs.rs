@@ -15,7 +15,7 @@ impl Simulator {
         let events: Vec<Event> = workload.events.collect();
         let fresh = self.files.is_empty() && self.seq == 0;
         let budget = policy::readahead_budget(self.cache.capacity() as u64, 1);
-        let mut plans = Ramp::plans(self.cache.capacity() as u64, budget);
+        let mut plans = Ramp::plans(self.cache.capacity() as u64, budget, self.seek_pages());
         if !fresh {
             plans.truncate(1);
         }
@@ -184,6 +184,11 @@ impl Simulator {
     /// The oracle's plan for `needs` (every read the workload makes, [`Self::needs_of`]),
     /// with the readahead budget the real policies share (half the cache), the
     /// device's largest I/O, and the gaps this device reads through more cheaply than it skips.
+    /// A seek's cost in pages' transfer: the longest gap worth reading to continue a run.
+    fn seek_pages(&self) -> u64 {
+        (self.config.device.seek_us / self.config.device.page_us()) as u64
+    }
+
     fn oracle_for(&self, needs: &[Need], ramp: Ramp, reach: u64, tapered: bool) -> Oracle {
         // It holds ahead the readahead budget the policies share (half the cache).
         let budget = policy::readahead_budget(self.cache.capacity() as u64, 1);
@@ -195,7 +200,7 @@ impl Simulator {
                 reach_pages: reach,
                 io_max_pages: self.config.policy.io_max_pages.max(1),
                 gap_pages: self.config.device.gap_worth_reading(),
-                seek_pages: (self.config.device.seek_us / self.config.device.page_us()) as u64,
+                seek_pages: self.seek_pages(),
                 ramp,
                 taper: (tapered && self.config.compute_ns_per_page > 0).then(|| self.taper()),
             },

@@ -339,6 +339,8 @@ impl<'a> Planner<'a> {
                         self.inserted
                     }
                     Ramp::Full => u64::MAX,
+                    Ramp::Head(head) if self.cached_before(f, start) == 0 => head,
+                    Ramp::Head(_) => u64::MAX,
                     Ramp::Stream => 2 * self.cached_before(f, start).max(1),
                 };
                 let limit = self.run_max.min(grown).max(1);
