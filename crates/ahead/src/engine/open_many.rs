@@ -12,7 +12,9 @@
 //! it if smaller), so the reader's first read finds them on their way or in. The first bytes
 //! asked for the list's files still open stay within the readahead half of the cache: a
 //! reader that closes each file before the next gets every one's share (a file opened while
-//! the half was taken is asked for the rest as the files before it close, the nearest first),
+//! the half was taken is asked for the rest as the files before it close, the nearest first:
+//! room freed goes to no file while one before it in the list still waits for its part, so
+//! a later open that finishes first cannot take the room the reader's next file needs),
 //! one that holds them all (a merge) gets first bytes for as many as fit, and the rest are
 //! read on demand.
 //!
@@ -34,7 +36,7 @@
 //! Parquet footer) gains the overlapped opens, and spends a first window per file it may not
 //! read.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::path::PathBuf;
 use std::thread::JoinHandle;
 
@@ -55,8 +57,74 @@ pub struct OpenMany {
     engine: Engine,
     waiting: VecDeque<PathBuf>,
     opening: VecDeque<Opening>,
-    /// Bytes asked for ahead in files of this list still open (given back as each closes).
-    held: Arc<AtomicU64>,
+    /// What the list's files opened ahead share: see [`Room`].
+    room: Arc<Room>,
+    /// The list position of the next file opened.
+    next_place: usize,
+}
+
+/// The readahead half of the cache as the files of one list take their first bytes from it:
+/// bytes asked for in files still open (given back as each closes), and, by list position, the
+/// files opened (or being opened) ahead that wait for part of theirs. Room goes to the
+/// nearest of those first.
+#[derive(Debug, Default)]
+pub(super) struct Room {
+    held: AtomicU64,
+    waiting: Mutex<BTreeSet<usize>>,
+}
+
+impl Room {
+    fn waiting(&self) -> std::sync::MutexGuard<'_, BTreeSet<usize>> {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// File `place` of the list no longer waits (it has all it asks, or its reader has it).
+    fn served(&self, place: usize) {
+        self.waiting().remove(&place);
+    }
+
+    /// Up to `want` more bytes of the readahead half (`half` bytes) for file `place`, if no
+    /// file before it in the list waits: the bytes it may ask for now (0 if none). Once it has
+    /// all it wants, it waits no more.
+    fn take(&self, place: usize, want: u64, half: u64) -> u64 {
+        let mut waiting = self.waiting();
+        if want == 0 {
+            waiting.remove(&place);
+            return 0;
+        }
+        if waiting.range(..place).next().is_some() {
+            // A file before it still waits for its part: that one is read sooner.
+            return 0;
+        }
+        let mut more = 0;
+        let _ = self
+            .held
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |taken| {
+                more = want.min(half.saturating_sub(taken));
+                Some(taken + more)
+            });
+        if more >= want {
+            waiting.remove(&place);
+        }
+        more
+    }
+}
+
+/// A file's first bytes asked for ahead of its reader: how many, and where it stands in its
+/// list's [`Room`].
+#[derive(Debug)]
+pub(super) struct AskedAhead {
+    asked: u64,
+    place: usize,
+    room: Arc<Room>,
+}
+
+impl AskedAhead {
+    /// The file closes: what it asked goes back to the room, and it waits no more.
+    pub(super) fn give_back(&self) {
+        self.room.held.fetch_sub(self.asked, Ordering::Relaxed);
+        self.room.served(self.place);
+    }
 }
 
 /// One file of the list past the reader's.
@@ -80,7 +148,8 @@ impl Engine {
             engine: self.clone(),
             waiting: paths.into_iter().map(Into::into).collect(),
             opening: VecDeque::new(),
-            held: Arc::new(AtomicU64::new(0)),
+            room: Arc::new(Room::default()),
+            next_place: 0,
         };
         many.fill();
         many
@@ -144,13 +213,18 @@ impl OpenMany {
                 return;
             };
             let engine = self.engine.clone();
-            let (ahead, held) = (path.clone(), self.held.clone());
+            let (ahead, room, place) = (path.clone(), self.room.clone(), self.next_place);
+            self.next_place += 1;
+            // It waits for its first bytes from now: nothing after it in the list takes room
+            // before it has its part.
+            self.room.waiting().insert(place);
             let started = std::thread::Builder::new()
                 .name("ahead-open".into())
-                .spawn(move || open_and_ask_first(&engine, &ahead, held));
+                .spawn(move || open_and_ask_first(&engine, &ahead, room, place));
             match started {
                 Ok(handle) => self.opening.push_back(Opening::Ahead(handle)),
                 Err(_) => {
+                    self.room.served(place);
                     self.opening.push_back(Opening::Later(path));
                     return;
                 }
@@ -198,35 +272,49 @@ fn joined(thread: JoinHandle<io::Result<File>>) -> io::Result<File> {
 /// part of the readahead half of the cache split [`OPENS_AHEAD`] ways, if more), within what
 /// is left of the readahead half of the cache after the first bytes asked for the list's
 /// files still open (a reader holding all of them, as a merge does, would otherwise see the
-/// early ones' first bytes evicted before it comes back to them).
-fn open_and_ask_first(engine: &Engine, path: &Path, held: Arc<AtomicU64>) -> io::Result<File> {
-    let mut file = engine.open(path)?;
+/// early ones' first bytes evicted before it comes back to them), and only once no file before
+/// it in the list waits for room. `place` is its position in the list.
+fn open_and_ask_first(
+    engine: &Engine,
+    path: &Path,
+    room: Arc<Room>,
+    place: usize,
+) -> io::Result<File> {
+    let mut file = match engine.open(path) {
+        Ok(file) => file,
+        Err(e) => {
+            room.served(place);
+            return Err(e);
+        }
+    };
     engine.inner.activate(&file.activity);
-    file.opened_ahead = Some((0, held));
+    file.opened_ahead = Some(AskedAhead {
+        asked: 0,
+        place,
+        room,
+    });
     ask_rest_of_first(&mut file)?;
     Ok(file)
 }
 
 /// Ask file's policy for the part of its first bytes not asked for yet (see
 /// [`open_and_ask_first`]), as far as the readahead half of the cache has room after the first
-/// bytes of the list's files still open. A file opened while that half was taken gets the rest
-/// once the files before it close: [`OpenMany::next`] asks again for those opened ahead.
+/// bytes of the list's files still open, and only if no file before it in the list waits for
+/// room (the nearest first). A file opened while that half was taken gets the rest once the
+/// files before it close: [`OpenMany::next`] asks again for those opened ahead.
 fn ask_rest_of_first(file: &mut File) -> io::Result<()> {
-    let Some((asked, held)) = file.opened_ahead.take() else {
-        return Ok(());
-    };
     let parts = &file.engine;
     let share = parts.budget_pages.load(Ordering::Relaxed) * PAGE_SIZE;
     let half = parts.core.cache.slots() as u64 * PAGE_SIZE / 2;
     let part = file.len().min(share.max(half / OPENS_AHEAD as u64));
-    let mut more = 0;
-    if asked < part {
-        let _ = held.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |taken| {
-            more = (part - asked).min(half.saturating_sub(taken));
-            Some(taken + more)
-        });
-    }
-    file.opened_ahead = Some((asked + more, held));
+    let Some(ahead) = file.opened_ahead.as_mut() else {
+        return Ok(());
+    };
+    let asked = ahead.asked;
+    let more = ahead
+        .room
+        .take(ahead.place, part.saturating_sub(asked), half);
+    ahead.asked += more;
     will_need(file, asked, more)
 }
 
@@ -246,7 +334,7 @@ impl Iterator for OpenMany {
         self.ask_rest_ahead();
         let next = self.opening.pop_front()?;
         self.fill();
-        Some(match next {
+        let file = match next {
             // Still opening when asked above: once open, it asks for the rest itself.
             Opening::Ahead(thread) => joined(thread).map(|mut file| {
                 let _ = ask_rest_of_first(&mut file);
@@ -254,7 +342,18 @@ impl Iterator for OpenMany {
             }),
             Opening::Ready(file) => file,
             Opening::Later(path) => self.engine.open(path),
-        })
+        };
+        // Its reader has it now, and reads what it has not been given: the files behind it
+        // wait for it no longer.
+        if let Ok(File {
+            opened_ahead: Some(ahead),
+            ..
+        }) = &file
+        {
+            self.room.served(ahead.place);
+        }
+        // A file that failed to open waits for nothing either (its thread said so).
+        Some(file)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -270,5 +369,40 @@ impl std::fmt::Debug for OpenMany {
             .field("opening", &self.opening.len())
             .field("waiting", &self.waiting.len())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Room freed goes to the nearest file waiting, not to a later one whose open finished
+    /// first (the race that left the reader's next file with nothing asked, and its first
+    /// read waiting on a request of its own).
+    #[test]
+    fn room_goes_to_the_nearest_file_waiting_first() {
+        let room = Arc::new(Room::default());
+        for place in 0..3 {
+            room.waiting().insert(place);
+        }
+        // Files 0 and 1 take the half between them; 2 finds none.
+        assert_eq!(room.take(0, 60, 100), 60);
+        assert_eq!(room.take(1, 60, 100), 40);
+        assert_eq!(room.take(2, 60, 100), 0);
+        // File 0 closes: 60 bytes are free, but file 1 still waits for 20 of its part, so file
+        // 2 (its open done first) gets nothing yet.
+        AskedAhead {
+            asked: 60,
+            place: 0,
+            room: room.clone(),
+        }
+        .give_back();
+        assert_eq!(room.take(2, 60, 100), 0);
+        assert_eq!(room.take(1, 20, 100), 20);
+        // File 1 has its part: file 2 takes what is left.
+        assert_eq!(room.take(2, 60, 100), 40);
+        // Handed to its reader, file 2 waits no more, whatever it lacks.
+        room.served(2);
+        assert!(room.waiting().is_empty());
     }
 }

@@ -119,9 +119,8 @@ pub struct File {
     pub(super) activity: Arc<super::activity::Activity>,
     pub(super) state: Mutex<PolicyState>,
     pub(super) pos: AtomicU64,
-    /// Bytes asked for ahead of the reader when it was opened ahead (`open_many`), and the
-    /// count of such bytes of files still open that they are given back to on close.
-    pub(super) opened_ahead: Option<(u64, Arc<AtomicU64>)>,
+    /// Its first bytes asked for ahead of the reader, when it was opened ahead (`open_many`).
+    pub(super) opened_ahead: Option<super::open_many::AskedAhead>,
 }
 
 /// The driver's side of [`RaContext`] for one call into a file's policy.
@@ -655,8 +654,8 @@ impl std::fmt::Debug for File {
 impl Drop for File {
     fn drop(&mut self) {
         self.engine.deactivate(&self.activity);
-        if let Some((bytes, held)) = &self.opened_ahead {
-            held.fetch_sub(*bytes, Ordering::Relaxed);
+        if let Some(asked) = &self.opened_ahead {
+            asked.give_back();
         }
     }
 }
