@@ -1,6 +1,7 @@
 //! How often, and by how much, a causal policy comes in under the oracle on small random
-//! patterns of the property test's kinds, on a disk with a reader that computes (the one case
-//! `no_policy_beats_the_oracle` holds to 2% instead of 0.5%).
+//! patterns of the property test's kinds, on a disk with a reader that computes (where the
+//! oracle's rules are least sure of the best cut, and `no_policy_beats_the_oracle` once held it
+//! to 2% instead of 0.5%).
 //!
 //! `cargo run --release -p ahead --example oracle_bound -- [PATTERNS] [SEED] [DEVICE] [US_PER_PAGE]`
 //! (defaults: 5000 patterns, seed 12345, hdd, 10 us per page).

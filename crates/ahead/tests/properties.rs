@@ -32,19 +32,10 @@ fn byte_reads() -> impl Strategy<Value = (u64, Vec<(u64, u64)>)> {
 /// The reader's time per page the oracle bound is checked with, in microseconds.
 const COMPUTE_US: [u64; 4] = [0, 1, 10, 100];
 
-/// How far below the oracle a policy may come: 0.5%, but on a disk (hdd) with a reader that
-/// computes 10 us or more per page, where the best cut of requests into seeks and the reader's
-/// work is not always among the oracle's plans and their cuts: 2% at 10 us (up to 1.1%, in
-/// 12-14 of 20,000 patterns) and 1.5% at 100 us (up to 1.0%, in 4-7 of 20,000, all strides;
-/// 4.1% in 273 before each file's head was planned apart from its rest, `Ramp::Head`):
-/// `examples/oracle_bound.rs`, BENCHMARKS.md.
-fn oracle_bar(device: ahead::DeviceModel, compute_us: u64) -> f64 {
-    match (device.name, compute_us) {
-        ("hdd", 100..) => 1.015,
-        ("hdd", 10..) => 1.02,
-        _ => 1.005,
-    }
-}
+/// How far below the oracle a policy may come: 0.5%, on every device and with every reader
+/// (on a disk with a reader that computes, 2% and 1.5% until the oracle searched around its
+/// best plan: `examples/oracle_bound.rs`, BENCHMARKS.md).
+const ORACLE_BAR: f64 = 1.005;
 
 /// Whether every policy's modelled time on `spec` is at least the oracle's, within the bar.
 fn oracle_holds(
@@ -100,6 +91,17 @@ fn the_oracle_holds_where_it_was_beaten() {
         // Four files in turn, the same (4.1% under before `Ramp::Head`, found by
         // `oracle_bound -- 20000 4242 hdd 100`).
         ("manyfiles:files=4,size=388p,bs=7p", D::HDD, 100, 1.005),
+        // A slow reader's strides on a disk: the rules' cuts land a few pages off the best
+        // (`fixed` 0.73% and `adaptive` 0.85% under before the search around the best plan).
+        ("stride:size=61p,bs=1p,stride=5p", D::HDD, 100, 1.005),
+        ("stride:size=355p,bs=17p,stride=68p", D::HDD, 100, 1.005),
+        // Pieces of one read each, which no single cut finds (`fixed` 0.59% under).
+        ("stride:size=177p,bs=4p,stride=16p", D::HDD, 100, 1.005),
+        // Interleaved streams: `adaptive`'s 32-page pieces, reached only by a step that gains
+        // nothing first (0.95% under), and by merges of a 305-read workload (0.92%).
+        ("interleaved:size=292p,bs=9p,streams=2", D::HDD, 10, 1.005),
+        ("interleaved:size=327p,bs=16p,streams=5", D::HDD, 10, 1.005),
+        ("interleaved:size=305p,bs=1p,streams=5", D::HDD, 10, 1.005),
     ] {
         if let Err(e) = oracle_holds(spec, device, compute_us, bar) {
             panic!("{e}");
@@ -167,12 +169,12 @@ proptest! {
 
     /// The oracle is a lower bound: on any pattern, any device, with a reader that computes
     /// 0, 1, 10 or 100 us per page, no policy's modelled time is below the oracle's by more
-    /// than [`oracle_bar`] allows.
+    /// than [`ORACLE_BAR`] allows.
     #[test]
     fn no_policy_beats_the_oracle(spec in spec(), device in 0..3usize, compute in 0..COMPUTE_US.len()) {
         let device = ahead::DeviceModel::PRESETS[device];
         let compute_us = COMPUTE_US[compute];
-        if let Err(e) = oracle_holds(&spec, device, compute_us, oracle_bar(device, compute_us)) {
+        if let Err(e) = oracle_holds(&spec, device, compute_us, ORACLE_BAR) {
             return Err(TestCaseError::fail(e));
         }
     }

@@ -8,6 +8,15 @@ use super::*;
 /// Rounds of cutting the oracle's best plan where its reads waited (see `play_oracle`).
 const ORACLE_CUT_ROUNDS: usize = 8;
 
+/// Reads the local search over the oracle's best plan may replay in all (see `nudge`): a
+/// small workload's plan gets every step tried, round after round; a large one's none (its
+/// requests are many, and the cuts above have done what replays can afford there).
+const NUDGE_READS: usize = 1 << 18;
+
+/// Steps the local search may take that gain nothing (a plateau: two cuts together pay where
+/// either alone does not), before it stops.
+const NUDGE_SIDEWAYS: usize = 1;
+
 impl Simulator {
     /// Run `workload` as the oracle: every plan played, the fastest clean one kept (this
     /// simulator becomes its run).
@@ -53,30 +62,30 @@ impl Simulator {
         // (`Full`) without the tail taper: the taper's cuts are a rule's guess, and the
         // replay's own cuts, which may do better, cannot undo them.
         let refine = fresh && self.config.compute_ns_per_page > 0;
-        let mut best: Option<Simulator> = None;
+        let mut best: Option<(Simulator, Oracle)> = None;
         let mut ramps_cut = Vec::new();
         let any_clean = played.first().is_some_and(|p| p.0);
         let fastest_reach = played.first().map(|p| p.1 .1);
-        let mut keep_if_faster = |sim: Simulator| {
+        let mut keep_if_faster = |(sim, plan): (Simulator, Oracle)| {
             let ms = sim.report().faithful.modeled_ms;
             if best
                 .as_ref()
-                .is_none_or(|b| ms < b.report().faithful.modeled_ms)
+                .is_none_or(|b| ms < b.0.report().faithful.modeled_ms)
             {
-                best = Some(sim);
+                best = Some((sim, plan));
             }
         };
         for (clean, (ramp, _), sim, plan) in played {
             if clean != any_clean {
                 break;
             }
-            let sim = if refine && clean && ramps_cut.len() < 2 && !ramps_cut.contains(&ramp) {
+            let played = if refine && clean && ramps_cut.len() < 2 && !ramps_cut.contains(&ramp) {
                 ramps_cut.push(ramp);
                 self.cut_where_reads_waited(sim, plan, &events, &needs, &workload.files)?
             } else {
-                sim
+                (sim, plan)
             };
-            keep_if_faster(sim);
+            keep_if_faster(played);
             if !refine {
                 break;
             }
@@ -92,8 +101,75 @@ impl Simulator {
                 keep_if_faster(cut);
             }
         }
-        *self = best.expect("at least one plan");
+        let (sim, plan) = best.expect("at least one plan");
+        *self = if refine && any_clean {
+            self.nudge(sim, plan, &events, &workload.files)?
+        } else {
+            sim
+        };
         Ok(())
+    }
+
+    /// The oracle's fastest `plan`, played as `sim`, improved by local search: every plan one
+    /// step away ([`Oracle::nudges`]: a request split, or merged with the next, or the
+    /// boundary between two moved; every request cut into pieces of a size, or every two
+    /// made one) is replayed, and the fastest that wastes no more is taken while it is faster
+    /// (or, [`NUDGE_SIDEWAYS`] times, as fast: two cuts together may pay where either alone
+    /// does not), as long as [`NUDGE_READS`] allows a whole round. The rules and cuts above
+    /// guess where the reader's work and the device's interleave best; on a small workload
+    /// the replays can try the plans around theirs where a guess is off by a little.
+    fn nudge(
+        &self,
+        mut sim: Simulator,
+        mut plan: Oracle,
+        events: &[Event],
+        files: &[crate::workload::FileSpec],
+    ) -> Result<Simulator, String> {
+        let reads = events
+            .iter()
+            .filter(|e| matches!(e, Event::Read { .. }))
+            .count()
+            .max(1);
+        let mut replays_left = NUDGE_READS / reads;
+        let mut sideways_left = NUDGE_SIDEWAYS;
+        let mut seen = std::collections::HashSet::from([plan.signature()]);
+        let ms = |s: &Simulator| s.report().faithful.modeled_ms;
+        let mut current_ms = ms(&sim);
+        loop {
+            let steps = plan.nudges();
+            if steps.len() > replays_left {
+                break;
+            }
+            replays_left -= steps.len();
+            let mut best: Option<(Simulator, Oracle)> = None;
+            for step in steps {
+                let nudged = plan.nudged(step);
+                if !seen.insert(nudged.signature()) {
+                    continue;
+                }
+                let mut again = self.fresh_oracle_run()?;
+                let ids = again.add_files(files);
+                again.replay(Box::new(events.iter().copied()), &ids, Some(nudged.clone()))?;
+                let m = again.report().faithful;
+                if m.wasted_pages <= again.oracle_gap_pages()
+                    && best.as_ref().is_none_or(|b| m.modeled_ms < ms(&b.0))
+                {
+                    best = Some((again, nudged));
+                }
+            }
+            let Some((again, nudged)) = best else { break };
+            let step_ms = ms(&again);
+            if step_ms < current_ms {
+                current_ms = step_ms;
+            } else if step_ms <= current_ms && sideways_left > 0 {
+                sideways_left -= 1;
+            } else {
+                break;
+            }
+            // Never slower than the step before: the current plan is the fastest seen.
+            (sim, plan) = (again, nudged);
+        }
+        Ok(sim)
     }
 
     /// The oracle's `plan`, played as `sim`, cut where its reads waited: all those cuts at once,
@@ -106,7 +182,7 @@ impl Simulator {
         events: &[Event],
         needs: &[Need],
         files: &[crate::workload::FileSpec],
-    ) -> Result<Simulator, String> {
+    ) -> Result<(Simulator, Oracle), String> {
         let taper = self.taper();
         for _ in 0..ORACLE_CUT_ROUNDS {
             let waits = std::mem::take(&mut sim.oracle_waits);
@@ -162,7 +238,7 @@ impl Simulator {
                 None => break,
             }
         }
-        Ok(sim)
+        Ok((sim, plan))
     }
 
     /// The reader's and the device's costs, for cutting the oracle's requests.

@@ -155,3 +155,49 @@ fn backward_reads_are_gathered_downward() {
     assert!(requests.len() <= 8, "{requests:?}");
     assert!(requests.windows(2).all(|w| w[1].1 < w[0].1), "{requests:?}");
 }
+
+/// Every step of the local search reads the same pages as the plan it came from, once each,
+/// and issues none of them later than before: a piece keeps its request's schedule, and a
+/// request given another's pages is due as early as either.
+#[test]
+fn every_nudge_reads_the_same_pages_no_later() {
+    // Two files: one read in order (requests that continue each other, up to the largest),
+    // the other in strided records with the gaps read through.
+    let mut needs: Vec<Need> = (0..24).map(|i| need(0, i * 3, i * 3 + 3)).collect();
+    needs.extend((0..8).map(|i| need(1, i * 6, i * 6 + 3)));
+    let plan = Oracle::plan(&needs, settings(4));
+    let pages_of = |o: &Oracle| {
+        let mut v: Vec<(u32, u64)> = o
+            .runs
+            .iter()
+            .flat_map(|r| (r.start..r.end).map(move |p| (r.file, p)))
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let due = |o: &Oracle, page: (u32, u64)| {
+        o.runs
+            .iter()
+            .find(|r| r.file == page.0 && r.start <= page.1 && page.1 < r.end)
+            .map(|r| r.first_need)
+            .expect("every page is in a request")
+    };
+    let before = pages_of(&plan);
+    assert!(before.windows(2).all(|w| w[0] != w[1]), "no page twice");
+    let steps = plan.nudges();
+    for kind in ["Split", "Merge", "Move", "Pieces", "Coarsen"] {
+        assert!(
+            steps.iter().any(|s| format!("{s:?}").starts_with(kind)),
+            "{kind} among {steps:?}"
+        );
+    }
+    for step in steps {
+        let nudged = plan.nudged(step);
+        assert_eq!(pages_of(&nudged), before, "{step:?}");
+        assert_eq!(nudged.chosen_gap_pages(), plan.chosen_gap_pages());
+        for &page in &before {
+            assert!(due(&nudged, page) <= due(&plan, page), "{step:?} {page:?}");
+        }
+        assert_ne!(nudged.signature(), plan.signature(), "{step:?} changed nothing");
+    }
+}
