@@ -156,6 +156,10 @@ pub(crate) struct FileData {
     pub(super) counters: Counters,
     /// Its reads' latencies, where an open asked for them.
     pub(super) read_latency: stats::LatencyRecorder,
+    /// What the backend keeps for this file while it lives, made by its first read there
+    /// (io_uring: the file's slot in the ring's table of registered files, given back when
+    /// this is dropped).
+    pub(super) backend_file: std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl FileData {
@@ -174,6 +178,7 @@ impl FileData {
             meter,
             counters: Counters::default(),
             read_latency: stats::LatencyRecorder::new(false),
+            backend_file: std::sync::OnceLock::new(),
         }
     }
 
