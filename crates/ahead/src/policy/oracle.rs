@@ -60,7 +60,7 @@
 //! with the device's, which the replay knows and a rule would guess.
 //!
 //! **Then a local search.** Where the reader computes and the workload is small enough to
-//! replay a few thousand times, the fastest plan's neighbours are replayed in rounds ([`Nudge`]:
+//! replay a few thousand times, the fastest plan's neighbours are replayed in rounds (`Nudge`:
 //! a request split or merged with the next, the boundary between two moved, every request cut
 //! into pieces of one size or every two made one), and the fastest taken while it gains
 //! (once while it only ties: some cuts pay only together). The rules above land near the best
