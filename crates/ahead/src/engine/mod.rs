@@ -159,6 +159,7 @@ pub(crate) struct FileData {
     /// What the backend keeps for this file while it lives, made by its first read there
     /// (io_uring: the file's slot in the ring's table of registered files, given back when
     /// this is dropped).
+    #[cfg_attr(not(feature = "uring"), allow(dead_code))] // only io_uring keeps one yet
     pub(super) backend_file: std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>,
 }
 
