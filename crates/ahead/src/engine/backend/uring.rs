@@ -718,6 +718,24 @@ mod tests {
     use std::time::Duration;
     use std::time::Instant;
 
+    /// `path` opened (`O_DIRECT`) as file `id` of `cache`.
+    fn file_data(cache: &Cache, id: u32, path: &std::path::Path) -> Arc<FileData> {
+        let settings = OpenSettings {
+            direct: true,
+            leases: false,
+            remote_options: &[],
+        };
+        let opened = source::open(path, &settings).unwrap();
+        let size = opened.identity.size;
+        Arc::new(FileData::new(
+            id,
+            cache.table(id, size.div_ceil(PAGE_SIZE)),
+            size,
+            opened.source,
+            Arc::new(crate::engine::DeviceMeter::new(None)),
+        ))
+    }
+
     /// Records, as each read is completed, how many reads still wait in the backlog.
     struct BacklogProbe {
         shared: OnceLock<Weak<Shared>>,
@@ -750,23 +768,7 @@ mod tests {
         let path = std::env::temp_dir().join(format!("ahead-uring-refill-{}", std::process::id()));
         std::fs::write(&path, vec![7u8; OPS * op_bytes]).unwrap();
         let cache = Cache::new(OPS * OP_PAGES).unwrap();
-        let opened = source::open(
-            &path,
-            &OpenSettings {
-                direct: true,
-                leases: false,
-                remote_options: &[],
-            },
-        )
-        .unwrap();
-        let size = opened.identity.size;
-        let data = Arc::new(FileData::new(
-            0,
-            cache.table(0, size / PAGE_SIZE),
-            size,
-            opened.source,
-            Arc::new(crate::engine::DeviceMeter::new(None)),
-        ));
+        let data = file_data(&cache, 0, &path);
         let probe = Arc::new(BacklogProbe {
             shared: OnceLock::new(),
             backlog_at_completion: Mutex::new(Vec::new()),
@@ -845,22 +847,7 @@ mod tests {
         let open = |i: u8| {
             let path = dir.join(format!("f{i}"));
             std::fs::write(&path, vec![i; PAGE_SIZE as usize]).unwrap();
-            let opened = source::open(
-                &path,
-                &OpenSettings {
-                    direct: true,
-                    leases: false,
-                    remote_options: &[],
-                },
-            )
-            .unwrap();
-            Arc::new(FileData::new(
-                i as u32,
-                cache.table(i as u32, 1),
-                PAGE_SIZE,
-                opened.source,
-                Arc::new(crate::engine::DeviceMeter::new(None)),
-            ))
+            file_data(&cache, i as u32, &path)
         };
         // Read page 0 of `file` into slot `slot` of the cache and wait for it: its first byte.
         let read = |file: &Arc<FileData>, slot: u32| {
