@@ -4,6 +4,7 @@
 //! with their requests cut where reads waited (see `policy/oracle.rs`).
 
 use super::*;
+use crate::policy::oracle::Nudge;
 
 /// Rounds of cutting the oracle's best plan where its reads waited (see `play_oracle`).
 const ORACLE_CUT_ROUNDS: usize = 8;
@@ -91,10 +92,8 @@ impl Simulator {
             }
         }
         if let (true, true, Some(reach)) = (refine, any_clean, fastest_reach) {
-            let mut sim = self.fresh_oracle_run()?;
-            let ids = sim.add_files(&workload.files);
-            let plan = sim.oracle_for(&needs, Ramp::Full, reach, false);
-            sim.replay(Box::new(events.iter().copied()), &ids, Some(plan.clone()))?;
+            let plan = self.oracle_for(&needs, Ramp::Full, reach, false);
+            let sim = self.play_plan(plan.clone(), &events, &workload.files)?;
             if sim.report().faithful.wasted_pages <= sim.oracle_gap_pages() {
                 let cut =
                     self.cut_where_reads_waited(sim, plan, &events, &needs, &workload.files)?;
@@ -103,7 +102,7 @@ impl Simulator {
         }
         let (sim, plan) = best.expect("at least one plan");
         *self = if refine && any_clean {
-            self.nudge(sim, plan, &events, &workload.files)?
+            self.nudge(sim, plan, &events, needs.len(), &workload.files)?
         } else {
             sim
         };
@@ -123,51 +122,44 @@ impl Simulator {
         mut sim: Simulator,
         mut plan: Oracle,
         events: &[Event],
+        reads: usize,
         files: &[crate::workload::FileSpec],
     ) -> Result<Simulator, String> {
-        let reads = events
-            .iter()
-            .filter(|e| matches!(e, Event::Read { .. }))
-            .count()
-            .max(1);
-        let mut replays_left = NUDGE_READS / reads;
+        let mut replays_left = NUDGE_READS / reads.max(1);
         let mut sideways_left = NUDGE_SIDEWAYS;
         let mut seen = std::collections::HashSet::from([plan.signature()]);
         let ms = |s: &Simulator| s.report().faithful.modeled_ms;
-        let mut current_ms = ms(&sim);
         loop {
             let steps = plan.nudges();
             if steps.len() > replays_left {
                 break;
             }
             replays_left -= steps.len();
-            let mut best: Option<(Simulator, Oracle)> = None;
+            // The fastest step's replay, and the step (its plan made again when taken).
+            let mut best: Option<(Simulator, Nudge)> = None;
             for step in steps {
                 let nudged = plan.nudged(step);
                 if !seen.insert(nudged.signature()) {
                     continue;
                 }
-                let mut again = self.fresh_oracle_run()?;
-                let ids = again.add_files(files);
-                again.replay(Box::new(events.iter().copied()), &ids, Some(nudged.clone()))?;
+                let again = self.play_plan(nudged, events, files)?;
                 let m = again.report().faithful;
                 if m.wasted_pages <= again.oracle_gap_pages()
                     && best.as_ref().is_none_or(|b| m.modeled_ms < ms(&b.0))
                 {
-                    best = Some((again, nudged));
+                    best = Some((again, step));
                 }
             }
-            let Some((again, nudged)) = best else { break };
-            let step_ms = ms(&again);
-            if step_ms < current_ms {
-                current_ms = step_ms;
-            } else if step_ms <= current_ms && sideways_left > 0 {
+            let Some((again, step)) = best else { break };
+            if ms(&again) >= ms(&sim) {
+                // No gain: a tie is taken while sideways steps are left, a loss never.
+                if ms(&again) > ms(&sim) || sideways_left == 0 {
+                    break;
+                }
                 sideways_left -= 1;
-            } else {
-                break;
             }
             // Never slower than the step before: the current plan is the fastest seen.
-            (sim, plan) = (again, nudged);
+            (sim, plan) = (again, plan.nudged(step));
         }
         Ok(sim)
     }
@@ -224,9 +216,7 @@ impl Simulator {
                 if by_need {
                     cut.order_by_need(needs);
                 }
-                let mut again = self.fresh_oracle_run()?;
-                let ids = again.add_files(files);
-                again.replay(Box::new(events.iter().copied()), &ids, Some(cut.clone()))?;
+                let again = self.play_plan(cut.clone(), events, files)?;
                 let ms = again.report().faithful.modeled_ms;
                 let to_beat = best.as_ref().map_or(&sim, |b| &b.0);
                 if ms < to_beat.report().faithful.modeled_ms {
@@ -248,6 +238,19 @@ impl Simulator {
             request_ns: (self.config.device.per_request_us * 1000.0) as u64,
             page_ns: (self.config.device.page_us() * 1000.0).ceil() as u64,
         }
+    }
+
+    /// `plan` played over `events` on `files`, as a run of its own.
+    fn play_plan(
+        &self,
+        plan: Oracle,
+        events: &[Event],
+        files: &[crate::workload::FileSpec],
+    ) -> Result<Simulator, String> {
+        let mut sim = self.fresh_oracle_run()?;
+        let ids = sim.add_files(files);
+        sim.replay(Box::new(events.iter().copied()), &ids, Some(plan))?;
+        Ok(sim)
     }
 
     /// A new simulator for one of the oracle's plans, recording windows if this one does.
