@@ -85,17 +85,26 @@ struct RingFile {
 /// Kept by a file that found the table full: its reads name its descriptor.
 struct NoSlot;
 
+/// `file`'s slot in the ring's table, if it has one.
+fn ring_slot(file: &FileData) -> Option<u32> {
+    file.backend_file
+        .get()
+        .and_then(|f| f.downcast_ref::<RingFile>())
+        .map(|f| f.slot)
+}
+
 impl FixedFiles {
+    fn free(&self) -> std::sync::MutexGuard<'_, Vec<u32>> {
+        self.free.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Give `file` a slot, if it has had none and one is free.
     fn ensure(&self, shared: &Arc<Shared>, file: &FileData) {
-        if file.backend_file.get().is_some() {
-            return;
-        }
         let Some(fd) = file.source.fd() else {
             return;
         };
         let _ = file.backend_file.get_or_init(|| {
-            let Some(slot) = self.free.lock().unwrap_or_else(|p| p.into_inner()).pop() else {
+            let Some(slot) = self.free().pop() else {
                 return Box::new(NoSlot);
             };
             match shared
@@ -108,10 +117,7 @@ impl FixedFiles {
                     ring: Arc::downgrade(shared),
                 }),
                 Err(_) => {
-                    self.free
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push(slot);
+                    self.free().push(slot);
                     Box::new(NoSlot)
                 }
             }
@@ -133,11 +139,7 @@ impl Drop for RingFile {
             .is_ok()
         {
             if let Some(files) = &shared.files {
-                files
-                    .free
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(self.slot);
+                files.free().push(self.slot);
             }
         }
     }
@@ -457,13 +459,7 @@ impl UringBackend {
 impl Shared {
     /// The submission entry for `op`: naming its file by slot where it has one.
     fn entry(&self, op: &ReadOp) -> squeue::Entry {
-        let slot = op
-            .file
-            .backend_file
-            .get()
-            .and_then(|f| f.downcast_ref::<RingFile>())
-            .map(|f| f.slot);
-        match slot {
+        match ring_slot(&op.file) {
             Some(slot) => read_entry!(self, op, types::Fixed(slot)),
             // Every op here has a descriptor (`submit` reads those without one itself); -1
             // would complete with EBADF, not touch memory.
@@ -877,15 +873,9 @@ mod tests {
             // SAFETY: the read into this slot has completed; nothing else writes it.
             unsafe { *cache.arena().slot_ptr(slot) }
         };
-        let slot_of = |file: &FileData| {
-            file.backend_file
-                .get()
-                .and_then(|f| f.downcast_ref::<RingFile>())
-                .map(|f| f.slot)
-        };
         let (a, b) = (open(1), open(2));
         assert_eq!((read(&a, 0), read(&b, 1)), (1, 2));
-        let (sa, sb) = (slot_of(&a), slot_of(&b));
+        let (sa, sb) = (ring_slot(&a), ring_slot(&b));
         assert!(sa.is_some() && sb.is_some() && sa != sb, "{sa:?} {sb:?}");
         assert_eq!(free(), all - 2);
         drop(a);
@@ -894,14 +884,14 @@ mod tests {
         let taken: Vec<u32> = std::mem::take(&mut *files.free.lock().unwrap());
         let c = open(3);
         assert_eq!(read(&c, 2), 3);
-        assert_eq!(slot_of(&c), None);
+        assert_eq!(ring_slot(&c), None);
         files.free.lock().unwrap().extend(taken);
         assert_eq!(read(&c, 3), 3);
-        assert_eq!(slot_of(&c), None);
+        assert_eq!(ring_slot(&c), None);
         // The slot given back is taken again, by a file read right.
         let d = open(4);
         assert_eq!(read(&d, 4), 4);
-        assert!(slot_of(&d).is_some());
+        assert!(ring_slot(&d).is_some());
         drop((b, c, d));
         assert_eq!(free(), all);
         drop(backend);
