@@ -159,10 +159,6 @@ fn programs(dir: &Path) -> Vec<(String, trace::Trace)> {
 /// it reads) on a trace (`own`: on the program's own reads alone): the 1.03x and 2%,
 /// except where adaptive is known to fall short (BENCHMARKS.md, "Real programs").
 ///
-/// Runs with skips on a disk, with a computing reader: the file holds four runs, and adaptive's
-/// lead (a whole run on the disk) has read into the second skip before the first skip shows the
-/// period (a 256 MiB file of such runs wastes under 2%: the simulator's table).
-///
 /// Four threads taking turns, each on its own quarter, own reads: on the object store each
 /// thread's first read waits a round trip of its own, in turn, for every policy; linux-2.6.0
 /// bets a full window on each of those first reads, adaptive one more read's worth until a bet
@@ -172,7 +168,6 @@ fn programs(dir: &Path) -> Vec<(String, trace::Trace)> {
 /// start included) both are within 1.03x.
 fn known_short(program: &str, own: bool, device: &str, compute_ns: u64) -> (f64, f64) {
     match (program, own, device, compute_ns > 0) {
-        ("python: runs and skips", _, "hdd", true) => (1.03, 0.10),
         ("python: four threads, a quarter each", true, "hdd", true) => (1.08, 0.02),
         ("python: four threads, a quarter each", true, "remote", false) => (1.20, 0.02),
         ("python: four threads, a quarter each", true, "remote", true) => (1.24, 0.02),

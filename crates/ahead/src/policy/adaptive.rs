@@ -48,7 +48,12 @@
 //! read in turn), the guess a file's first read makes still brings in one window past the read,
 //! so the second read does not wait as the first did. A strided stream bets at most 1% of what it
 //! has used ([`STRIDE_BET`]), or a few pages ([`STRIDE_PRIOR`]) if more: its reads may stop any
-//! time, and what is ahead then is wasted. A bet
+//! time, and what is ahead then is wasted. A disk's lone
+//! forward stream (the file's only live stream, contiguous so far) bets a sixteenth of what it
+//! has passed over ([`LONE_BET`]), not four times: there a request that continues the last
+//! one costs its command and no seek, so a small window costs little, while what is ahead
+//! when the reader stops, or first skips, is wasted (a window of a seek's worth or more read
+//! through the first skip of a run-and-skip reader whole). A bet
 //! smaller than the reader's record is not placed at all: it would not hold the next read, only
 //! split it into two requests (the pages ahead, then the rest, waited for).
 //!
@@ -135,6 +140,10 @@ const MAX_STRIDE_PAGES: u64 = 4096;
 /// A strided stream keeps at most 1/`STRIDE_BET` (under 1%) of the pages it has used read ahead,
 /// or [`STRIDE_PRIOR`] pages, whichever is more.
 pub const STRIDE_BET: u64 = 128;
+/// A disk's lone forward stream keeps at most 1/`LONE_BET` of the pages it has passed over
+/// ahead (`Adaptive::lone_on_disk`): what is ahead when its reader stops or skips is wasted,
+/// and on a disk a continuing request costs little, so a small lead costs little.
+pub const LONE_BET: u64 = 16;
 /// Pages a strided stream may keep ahead before it has shown more: records of a page or two
 /// need several in flight to hide the device's latency, and a handful of pages is all a stride
 /// that stops can waste.

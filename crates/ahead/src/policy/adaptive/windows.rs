@@ -56,7 +56,7 @@ impl Sizing {
 impl Adaptive {
     /// The most stream `st` may have ahead: what it has shown (four times its pages so far, or
     /// one request's cost if more; 1/128 of them for a stride, or for any stream where betting
-    /// has not paid), within `cap`.
+    /// has not paid; 1/[`LONE_BET`] of its span for a disk's lone stream), within `cap`.
     pub(super) fn bet(&self, st: &Stream, cap: u64) -> u64 {
         // A forward stream under a sequential hint has the application's word for it.
         if (self.sequential || self.read_whole()) && st.shape == Shape::Forward {
@@ -80,9 +80,35 @@ impl Adaptive {
             } else {
                 self.request_cost
             };
-            (4 * st.used.max(st.record)).max(floor)
+            if self.lone_on_disk(st) {
+                // A disk's lone stream, contiguous so far: continuing requests do not seek,
+                // so a small window costs only its command, and what is ahead when the
+                // reader stops or skips is waste. A sixteenth of what it has passed over,
+                // no less than two of its reads (one may straddle a window's end) or twice
+                // what the device needs in flight.
+                (st.reach.saturating_sub(st.origin) / LONE_BET)
+                    .max(2 * st.record)
+                    .max(2 * self.device_lead)
+            } else {
+                (4 * st.used.max(st.record)).max(floor)
+            }
         };
         cap.min(shown)
+    }
+
+    /// Whether stream `st` is a disk's lone stream (see [`LONE_BET`]): a forward stream that
+    /// has continued twice, read no gap and made no skip, the file's only live stream, on a
+    /// device where a request that does not continue the last one costs eight times what keeps
+    /// it busy (a seek). Not on an SSD or an object store, where a smaller window costs a
+    /// request's latency; not where other streams are live, whose requests come between and
+    /// make each window seek.
+    fn lone_on_disk(&self, st: &Stream) -> bool {
+        st.shape == Shape::Forward
+            && st.run >= 2
+            && st.skip == 0
+            && st.period_run == 0
+            && self.request_cost > 8 * self.device_lead
+            && self.streams.iter().filter(|s| s.live).count() == 1
     }
 
     /// The largest window and lead one stream may have. The window is the configured maximum
