@@ -114,6 +114,30 @@ fn a_disks_lone_stream_keeps_little_ahead_of_its_first_skip() {
 }
 
 #[test]
+fn threads_each_on_a_quarter_of_a_disk_amortize_each_seek() {
+    // Four readers taking turns, each on its own quarter of a 48 MiB file (the recorded
+    // four-thread Python program), on a disk: every window seeks between the quarters, so
+    // windows after the first are four seeks' worth at once, not ramped a seek at a time.
+    // Within 1.03x linux-2.6.0, whose first windows are full, I/O-bound and computing.
+    for compute_ns_per_page in [0, 10_000] {
+        let config = SimConfig {
+            device: ahead::DeviceModel::HDD,
+            compute_ns_per_page,
+            ..config()
+        };
+        let spec = "interleaved:streams=4,size=48m,bs=64k";
+        let run = |policy| {
+            sim::run(policy, config, Pattern::parse(spec).unwrap().workload())
+                .unwrap()
+                .faithful
+        };
+        let (a, k) = (run("adaptive"), run("linux-2.6.0"));
+        assert!(a.modeled_ms <= 1.03 * k.modeled_ms, "{a:?}\n{k:?}");
+        assert_eq!(a.wasted_pages, 0, "{a:?}");
+    }
+}
+
+#[test]
 fn random_reads_get_exactly_what_they_ask_one_request_each() {
     let m = run("adaptive", "random:size=256m,bs=4k,count=4000");
     // Distinct pages: every page read was asked for (a few windows from chance adjacency).

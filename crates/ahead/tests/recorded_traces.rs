@@ -163,12 +163,10 @@ fn programs(dir: &Path) -> Vec<(String, trace::Trace)> {
 /// thread's first read waits a round trip of its own, in turn, for every policy; linux-2.6.0
 /// bets a full window on each of those first reads, adaptive one more read's worth until a bet
 /// has won (random reads would lose a window each), so its threads' windows start a round trip
-/// later and ramp from there. On the disk, adaptive's windows ramp (each step a seek between
-/// the quarters) where linux-2.6.0's first windows are full. Over the whole trace (the Python
-/// start included) both are within 1.03x.
+/// later and ramp from there. Over the whole trace (the Python start included) both are
+/// within 1.03x.
 fn known_short(program: &str, own: bool, device: &str, compute_ns: u64) -> (f64, f64) {
     match (program, own, device, compute_ns > 0) {
-        ("python: four threads, a quarter each", true, "hdd", true) => (1.08, 0.02),
         ("python: four threads, a quarter each", true, "remote", false) => (1.20, 0.02),
         ("python: four threads, a quarter each", true, "remote", true) => (1.24, 0.02),
         _ => (1.03, 0.02),

@@ -29,7 +29,11 @@
 //!   (`get_init_ra_size`: x4 for small reads, x2 for medium, else the maximum), but no smaller
 //!   than what one request costs the device (a seek's worth of pages on a disk); then it grows
 //!   (`get_next_ra_size`) up to the maximum window: the configured one (the kernel's
-//!   `read_ahead_kb`), or four requests' cost where that is more. A forward stream whose reads
+//!   `read_ahead_kb`), or four requests' cost where that is more. On a disk whose file has
+//!   other live streams (threads reading their own parts), their requests come between this
+//!   stream's windows and make each one seek, so a window after the first is no smaller than
+//!   four seeks' worth: each seek amortized as the largest windows are, not ramped up to a
+//!   seek at a time. A forward stream whose reads
 //!   are larger than the window keeps one read ahead all the same. Top-ups go out as requests
 //!   of at most the device's largest I/O, but a read is never split: a read the cache cannot
 //!   serve is read in one synchronous request that also brings in the first window.
@@ -256,8 +260,15 @@ impl Adaptive {
     }
 
     fn sizing(&self) -> Sizing {
+        // On a disk whose file has other live streams, their requests come between this
+        // stream's windows and make each one seek: a window amortizes its seek four times.
+        let floor = if self.seeks() && self.live_streams() > 1 {
+            4 * self.request_cost
+        } else {
+            self.request_cost
+        };
         Sizing {
-            request_cost: self.request_cost,
+            floor,
             miss_cost: self.miss_cost,
             sequential: self.sequential,
         }

@@ -295,6 +295,11 @@ impl Adaptive {
         pick
     }
 
+    /// Streams of the file with a reader lately: any shape, learned or not.
+    pub(super) fn live_streams(&self) -> usize {
+        self.streams.iter().filter(|s| s.live).count()
+    }
+
     /// Streams of this file that read ahead now.
     pub(super) fn active_streams(&self) -> u64 {
         self.streams

@@ -27,17 +27,19 @@ pub(super) struct Caps {
 /// What sizes a stream's next window: the device's costs and the application's hint.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Sizing {
-    pub(super) request_cost: u64,
+    /// The least a window may be (within its cap): what one request costs the device, four
+    /// times that on a disk whose file has other live streams (`Adaptive::sizing`).
+    pub(super) floor: u64,
     pub(super) miss_cost: u64,
     pub(super) sequential: bool,
 }
 
 impl Sizing {
-    /// Grow a stream's window for its next top-up. The first is sized from the read, but no
-    /// smaller than what one request costs the device (`floor`, a seek's worth of pages on a
-    /// disk), so no window pays more for its request than for its pages.
+    /// Grow a stream's window for its next top-up. The first is sized from the read, the next
+    /// double it, but none smaller than `floor` (what one request costs the device, a seek's
+    /// worth of pages on a disk), so no window pays more for its request than for its pages.
     pub(super) fn next_window(self, st: &Stream, cap: u64) -> u64 {
-        let floor = self.request_cost;
+        let floor = self.floor;
         if st.window == 0 && self.sequential {
             // The application's word: a window four times the usual first, or what a miss
             // costs its reader if more (one round trip to an object store), the ramp after.
@@ -48,7 +50,7 @@ impl Sizing {
         } else if st.window == 0 {
             get_init_ra_size(st.record.max(1), cap).max(floor.min(cap))
         } else {
-            get_next_ra_size(st.window, cap).min(cap)
+            get_next_ra_size(st.window, cap).max(floor).min(cap)
         }
     }
 }
@@ -76,7 +78,13 @@ impl Adaptive {
             // most the file). Elsewhere many streams ramp as usual: their windows together must
             // fit the cache. Continued twice: two reads in a row can be chance among random ones.
             let floor = if st.run >= 2 && (self.active_streams() == 1 || self.fits_cache_whole) {
-                self.miss_cost
+                // On a disk with other streams live, a window of four seeks' worth (as the
+                // ramp's floor: `Adaptive::sizing`), not one.
+                if self.seeks() && self.live_streams() > 1 {
+                    self.miss_cost.max(4 * self.request_cost)
+                } else {
+                    self.miss_cost
+                }
             } else {
                 self.request_cost
             };
@@ -107,8 +115,14 @@ impl Adaptive {
             && st.run >= 2
             && st.skip == 0
             && st.period_run == 0
-            && self.request_cost > 8 * self.device_lead
-            && self.streams.iter().filter(|s| s.live).count() == 1
+            && self.seeks()
+            && self.live_streams() == 1
+    }
+
+    /// Whether a request that does not continue the last one costs the device eight times what
+    /// keeps it busy: a seek (a disk), not an SSD's latency or an object store's round trip.
+    pub(super) fn seeks(&self) -> bool {
+        self.request_cost > 8 * self.device_lead
     }
 
     /// The largest window and lead one stream may have. The window is the configured maximum
