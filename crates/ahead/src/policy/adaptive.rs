@@ -109,7 +109,11 @@
 //! after the read it was placed for; betting stops while fewer than one in four have won (the
 //! first three are free). Until one has won, a bet is one more read's worth (the next read
 //! of a new stream needs no more to not wait), so random reads lose three reads' worth at
-//! most; after a win, bets are full first windows.
+//! most; after a win, bets are full first windows. A read that lands on a bet's pages
+//! continues the read the bet was placed for: its stream starts as continued once, and in a
+//! file that fits its share of the cache, once a bet has won, one continuation earns a
+//! stream a miss's worth ahead (threads taking turns each show their second read a round
+//! trip after the first; waiting for a third would cost another).
 //!
 //! **Hints.** Sequential: new streams are forward from their first read, their first window
 //! four times the unhinted guess. That window is the application's word, not the reader's
@@ -222,6 +226,8 @@ pub struct Adaptive {
 struct PastBets {
     placed: u64,
     won: u64,
+    /// The read being handled won a bet: it continues the read the bet was placed for.
+    won_now: bool,
     marks: Marks,
 }
 
@@ -254,6 +260,7 @@ impl Adaptive {
             bets: PastBets {
                 placed: 0,
                 won: 0,
+                won_now: false,
                 marks: Marks::EMPTY,
             },
         }
@@ -384,7 +391,8 @@ impl Policy for Adaptive {
         self.tick += 1;
         let (s, e) = (read.first_page(), read.end_page());
         let missed = !ctx.is_cached(s);
-        if !missed && self.bets.marks.remove(s) {
+        self.bets.won_now = !missed && self.bets.marks.remove(s);
+        if self.bets.won_now {
             self.bets.won += 1;
         }
         self.on_read_streams(s, e, ctx);

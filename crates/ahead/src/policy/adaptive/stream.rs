@@ -425,6 +425,11 @@ impl Adaptive {
             st.reach = s;
             st.frontier = s;
         }
+        // A read on the page after one a bet past a miss was placed for continues that
+        // read (the bet's pages are the context): the stream has continued once.
+        if context && self.bets.won_now {
+            st.run = 1;
+        }
         self.streams[i] = st;
         i
     }

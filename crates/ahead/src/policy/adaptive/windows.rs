@@ -77,7 +77,12 @@ impl Adaptive {
             // evicted before its reader comes, and all the streams' windows together are at
             // most the file). Elsewhere many streams ramp as usual: their windows together must
             // fit the cache. Continued twice: two reads in a row can be chance among random ones.
-            let floor = if st.run >= 2 && (self.active_streams() == 1 || self.fits_cache_whole) {
+            // Once bets past a miss have won in this file (its new streams do go on), one
+            // continuation is enough where the file fits its share of the cache: threads
+            // taking turns each show theirs a round trip apart.
+            let shown_enough = st.run >= 2
+                || (st.run >= 1 && self.fits_cache_whole && self.bets.won > 0);
+            let floor = if shown_enough && (self.active_streams() == 1 || self.fits_cache_whole) {
                 // On a disk with other streams live, a window of four seeks' worth (as the
                 // ramp's floor: `Adaptive::sizing`), not one.
                 if self.seeks() && self.live_streams() > 1 {
@@ -105,16 +110,17 @@ impl Adaptive {
     }
 
     /// Whether stream `st` is a disk's lone stream (see [`LONE_BET`]): a forward stream that
-    /// has continued twice, read no gap and made no skip, the file's only live stream, on a
-    /// device where a request that does not continue the last one costs eight times what keeps
-    /// it busy (a seek). Not on an SSD or an object store, where a smaller window costs a
+    /// has continued twice, read no gap and made no skip (not even within what it read
+    /// ahead: readers taking turns over one window look like one stream skipping about), the
+    /// file's only live stream, on a device where a request that does not continue the last
+    /// one costs eight times what keeps it busy (a seek). Not on an SSD or an object store, where a smaller window costs a
     /// request's latency; not where other streams are live, whose requests come between and
     /// make each window seek.
     fn lone_on_disk(&self, st: &Stream) -> bool {
         st.shape == Shape::Forward
             && st.run >= 2
             && st.skip == 0
-            && st.period_run == 0
+            && st.run_start == st.origin
             && self.seeks()
             && self.live_streams() == 1
     }
