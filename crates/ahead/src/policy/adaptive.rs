@@ -33,8 +33,8 @@
 //!   other live streams (threads reading their own parts), their requests come between this
 //!   stream's windows and make each one seek, so a window after the first is no smaller than
 //!   four seeks' worth: each seek amortized as the largest windows are, not ramped up to a
-//!   seek at a time. A forward stream whose reads
-//!   are larger than the window keeps one read ahead all the same. Top-ups go out as requests
+//!   seek at a time. A forward stream whose reads are larger than the window keeps one read
+//!   ahead all the same. Top-ups go out as requests
 //!   of at most the device's largest I/O, but a read is never split: a read the cache cannot
 //!   serve is read in one synchronous request that also brings in the first window.
 //! * `lead`: what must stay ahead of the reader. When less than `lead` is left (the reader has
@@ -52,14 +52,14 @@
 //! read in turn), the guess a file's first read makes still brings in one window past the read,
 //! so the second read does not wait as the first did. A strided stream bets at most 1% of what it
 //! has used ([`STRIDE_BET`]), or a few pages ([`STRIDE_PRIOR`]) if more: its reads may stop any
-//! time, and what is ahead then is wasted. A disk's lone
-//! forward stream (the file's only live stream, contiguous so far) bets a sixteenth of what it
-//! has passed over ([`LONE_BET`]), not four times: there a request that continues the last
-//! one costs its command and no seek, so a small window costs little, while what is ahead
-//! when the reader stops, or first skips, is wasted (a window of a seek's worth or more read
-//! through the first skip of a run-and-skip reader whole). A bet
-//! smaller than the reader's record is not placed at all: it would not hold the next read, only
-//! split it into two requests (the pages ahead, then the rest, waited for).
+//! time, and what is ahead then is wasted. A disk's lone forward stream (the file's only live
+//! stream, contiguous so far) bets a sixteenth of what it has passed over ([`LONE_BET`]), not
+//! four times: there a request that continues the last one costs its command and no seek, so
+//! a small window costs little, while what is ahead when the reader stops, or first skips, is
+//! wasted (a window of a seek's worth or more read through the first skip of a run-and-skip
+//! reader whole). A bet smaller than the reader's record is not placed at all: it would not
+//! hold the next read, only split it into two requests (the pages ahead, then the rest,
+//! waited for).
 //!
 //! A forward stream's readahead stops where another forward stream of the file began, ahead
 //! of its reader (`partition_end`): readers that each began at their own place

@@ -112,10 +112,9 @@ impl Adaptive {
     /// Whether stream `st` is a disk's lone stream (see [`LONE_BET`]): a forward stream that
     /// has continued twice, read no gap and made no skip (not even within what it read
     /// ahead: readers taking turns over one window look like one stream skipping about), the
-    /// file's only live stream, on a device where a request that does not continue the last
-    /// one costs eight times what keeps it busy (a seek). Not on an SSD or an object store, where a smaller window costs a
-    /// request's latency; not where other streams are live, whose requests come between and
-    /// make each window seek.
+    /// file's only live stream, on a device that seeks ([`Self::seeks`]). Not on an SSD or an
+    /// object store, where a smaller window costs a request's latency; not where other
+    /// streams are live, whose requests come between and make each window seek.
     fn lone_on_disk(&self, st: &Stream) -> bool {
         st.shape == Shape::Forward
             && st.run >= 2
