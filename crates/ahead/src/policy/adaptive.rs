@@ -266,16 +266,20 @@ impl Adaptive {
         }
     }
 
-    fn sizing(&self) -> Sizing {
-        // On a disk whose file has other live streams, their requests come between this
-        // stream's windows and make each one seek: a window amortizes its seek four times.
-        let floor = if self.seeks() && self.live_streams() > 1 {
+    /// The least a window may be: what one request costs the device, or, on a disk whose
+    /// file has other live streams (their requests come between this stream's windows and
+    /// make each one seek), four times that, so a window amortizes its seek four times.
+    fn window_floor(&self) -> u64 {
+        if self.seeks() && self.live_streams() > 1 {
             4 * self.request_cost
         } else {
             self.request_cost
-        };
+        }
+    }
+
+    fn sizing(&self) -> Sizing {
         Sizing {
-            floor,
+            floor: self.window_floor(),
             miss_cost: self.miss_cost,
             sequential: self.sequential,
         }

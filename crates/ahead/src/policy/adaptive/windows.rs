@@ -27,8 +27,7 @@ pub(super) struct Caps {
 /// What sizes a stream's next window: the device's costs and the application's hint.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Sizing {
-    /// The least a window may be (within its cap): what one request costs the device, four
-    /// times that on a disk whose file has other live streams (`Adaptive::sizing`).
+    /// The least a window may be (within its cap): `Adaptive::window_floor`.
     pub(super) floor: u64,
     pub(super) miss_cost: u64,
     pub(super) sequential: bool,
@@ -83,13 +82,9 @@ impl Adaptive {
             let shown_enough = st.run >= 2
                 || (st.run >= 1 && self.fits_cache_whole && self.bets.won > 0);
             let floor = if shown_enough && (self.active_streams() == 1 || self.fits_cache_whole) {
-                // On a disk with other streams live, a window of four seeks' worth (as the
-                // ramp's floor: `Adaptive::sizing`), not one.
-                if self.seeks() && self.live_streams() > 1 {
-                    self.miss_cost.max(4 * self.request_cost)
-                } else {
-                    self.miss_cost
-                }
+                // No less than the ramp's floor either (four seeks' worth on a disk with
+                // other streams live: `Adaptive::window_floor`).
+                self.miss_cost.max(self.window_floor())
             } else {
                 self.request_cost
             };
