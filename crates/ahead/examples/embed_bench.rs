@@ -2,9 +2,11 @@
 //! in every round, cold (`O_DIRECT`, a new engine per run), the median and spread printed:
 //!
 //!     cargo run --release -p ahead --example embed_bench -- [async|many|idle|first-touch|all] [--repeat N] [--dir D]
+//!     cargo run --release -p ahead --example embed_bench -- direct-only|async-only [--reactor] [--repeat N]
 //!
 //! * `async`: 64 random 4 KiB reads kept in flight by one tokio task (`read_at_async`, and
-//!   `read_direct` into the task's own buffers past the cache),
+//!   `read_direct` into the task's own buffers past the cache; each with the engine's reaper
+//!   thread, and with its completions reaped in tokio's reactor, `Engine::completions`),
 //!   against 64 OS threads calling the blocking `read_at`, and fio with io_uring at queue
 //!   depth 64 on the same file (when `fio` is on the PATH): reads per second, and CPU time per
 //!   read (user + system, of the whole process: the engine's completion threads included;
@@ -87,22 +89,39 @@ fn median(v: &mut [f64]) -> (f64, f64, f64) {
 
 /// One tokio task keeps 64 random 4 KiB reads of `file` in flight, each its own future in a
 /// `FuturesUnordered`, polled when its read lands: `read(offset, spare)` starts one, handed
-/// the buffer the read just finished gave back, if it gives one. Reads per second, and CPU time
-/// per read in microseconds.
+/// the buffer the read just finished gave back, if it gives one. With `reactor`, that engine's
+/// completions are reaped by a second task, woken by tokio's reactor (`Engine::completions`),
+/// instead of by the engine's reaper thread. Reads per second, and CPU time per read in
+/// microseconds.
 fn keep_64_in_flight<B, Fut>(
     reads: u64,
     seed: u64,
+    reactor: Option<&Engine>,
     mut read: impl FnMut(u64, Option<B>) -> Fut,
 ) -> (f64, f64)
 where
     Fut: std::future::Future<Output = Option<B>>,
 {
     use futures_util::stream::{FuturesUnordered, StreamExt};
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
+    use tokio::io::{unix::AsyncFd, Interest};
+    let mut rt = tokio::runtime::Builder::new_current_thread();
+    if reactor.is_some() {
+        rt.enable_io();
+    }
+    let rt = rt.build().unwrap();
     let (c0, t0) = (cpu(), Instant::now());
     let done = rt.block_on(async {
+        if let Some(completions) = reactor.map(|e| e.completions().expect("io_uring")) {
+            // SAFETY: the ring's descriptor stays open, and the same, while `completions` lives.
+            let ring = unsafe { AsyncFd::register_with_interest(completions, Interest::READABLE) }
+                .unwrap();
+            tokio::spawn(async move {
+                while let Ok(mut ready) = ring.readable().await {
+                    ready.clear_ready();
+                    ring.get_ref().reap();
+                }
+            });
+        }
         let mut next = rng(seed);
         let mut offset = move || next() % (FILE_BYTES / 4096) * 4096;
         let mut in_flight = FuturesUnordered::new();
@@ -125,11 +144,11 @@ where
     (done as f64 / secs, cpu_s / done as f64 * 1e6)
 }
 
-/// `read_at_async` through the cache.
-fn async_run(path: &Path, reads: u64, seed: u64) -> (f64, f64) {
+/// `read_at_async` through the cache; with `reactor`, completions reaped in tokio's reactor.
+fn async_run(path: &Path, reads: u64, seed: u64, reactor: bool) -> (f64, f64) {
     let e = warm_engine("none", 64 << 20);
     let file = e.open(path).unwrap();
-    keep_64_in_flight(reads, seed, |off, _: Option<()>| {
+    keep_64_in_flight(reads, seed, reactor.then_some(&e), |off, _: Option<()>| {
         let file = &file;
         async move {
             let mut buf = [0u8; 4096];
@@ -140,11 +159,12 @@ fn async_run(path: &Path, reads: u64, seed: u64) -> (f64, f64) {
 }
 
 /// `read_direct`: each read into its own page-aligned buffer, past the cache (the buffers come
-/// back with the reads and go out again).
-fn direct_run(path: &Path, reads: u64, seed: u64) -> (f64, f64) {
+/// back with the reads and go out again). With `reactor`, completions reaped in tokio's
+/// reactor.
+fn direct_run(path: &Path, reads: u64, seed: u64, reactor: bool) -> (f64, f64) {
     let e = warm_engine("none", 64 << 20);
     let file = e.open(path).unwrap();
-    keep_64_in_flight(reads, seed, |off, spare| {
+    keep_64_in_flight(reads, seed, reactor.then_some(&e), |off, spare| {
         let read = file.read_direct(spare.unwrap_or_else(|| ahead::AlignedBuf::new(4096)), off);
         async move {
             let (n, buf) = read.await;
@@ -210,53 +230,69 @@ fn bench_async(dir: &Path, repeat: usize) {
         .arg("--version")
         .output()
         .is_ok();
-    let (mut a, mut d, mut t, mut f) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Contenders: read_at_async and read_direct, each with the engine's reaper thread and
+    // with completions reaped in tokio's reactor; 64 threads; fio.
+    const NAMES: [&str; 6] = [
+        "ahead async, one tokio task",
+        "  the same, read_direct",
+        "ahead async, reaped in the reactor",
+        "  the same, read_direct",
+        "ahead blocking, 64 threads",
+        "fio io_uring, iodepth 64",
+    ];
+    let mut runs: [Vec<(f64, f64)>; 6] = Default::default();
     for r in 0..repeat {
         // The order turns each round: a contender that always ran after another (fio after
         // the 64 threads) would always meet the device as that one left it.
-        for k in 0..4 {
-            match (k + r) % 4 {
-                0 => a.push(async_run(&path, reads, r as u64 + 1)),
-                1 => d.push(direct_run(&path, reads, r as u64 + 1)),
-                2 => t.push(threads_run(&path, reads, r as u64 + 1)),
-                _ if has_fio => f.extend(fio_run(&path, 4)),
-                _ => {}
-            }
+        let seed = r as u64 + 1;
+        for k in 0..NAMES.len() {
+            let i = (k + r) % NAMES.len();
+            let run = match i {
+                0 => Some(async_run(&path, reads, seed, false)),
+                1 => Some(direct_run(&path, reads, seed, false)),
+                2 => Some(async_run(&path, reads, seed, true)),
+                3 => Some(direct_run(&path, reads, seed, true)),
+                4 => Some(threads_run(&path, reads, seed)),
+                _ if has_fio => fio_run(&path, 4),
+                _ => None,
+            };
+            runs[i].extend(run);
         }
     }
     println!("64 random 4 KiB reads in flight, 2 GiB file, O_DIRECT; median (min-max) of {repeat}");
     println!(
-        "{:<34} {:>26} {:>24}",
+        "{:<36} {:>26} {:>24}",
         "contender", "reads/s", "CPU us/read"
     );
-    let row = |name: &str, v: &[(f64, f64)]| -> f64 {
+    for (name, v) in NAMES.iter().zip(&runs) {
         if v.is_empty() {
-            println!("{name:<34} (not run: fio is not on the PATH)");
-            return f64::NAN;
+            println!("{name:<36} (not run: fio is not on the PATH)");
+            continue;
         }
         let (i, i0, i1) = median(&mut v.iter().map(|x| x.0).collect::<Vec<_>>());
         let (c, c0, c1) = median(&mut v.iter().map(|x| x.1).collect::<Vec<_>>());
-        println!("{name:<34} {i:>9.0} ({i0:>6.0}-{i1:>6.0}) {c:>9.2} ({c0:>5.2}-{c1:>5.2})");
-        i
-    };
-    let ai = row("ahead async, one tokio task", &a);
-    let di = row("  the same, read_direct", &d);
-    row("ahead blocking, 64 threads", &t);
-    let fi = row("fio io_uring, iodepth 64", &f);
-    if fi.is_finite() {
-        println!(
-            "async / fio IOPS (medians): {:.3}; read_direct {:.3}",
-            ai / fi,
-            di / fi
-        );
+        println!("{name:<36} {i:>9.0} ({i0:>6.0}-{i1:>6.0}) {c:>9.2} ({c0:>5.2}-{c1:>5.2})");
     }
     // Per round, so the drift between rounds cancels.
-    if f.len() == a.len() {
-        for (name, v) in [("async", &a), ("read_direct", &d)] {
-            let mut ratios: Vec<f64> = v.iter().zip(&f).map(|(x, y)| x.0 / y.0).collect();
+    let fio = &runs[5];
+    if fio.len() == repeat {
+        for (name, i) in [
+            ("async", 0),
+            ("read_direct", 1),
+            ("async, reactor", 2),
+            ("read_direct, reactor", 3),
+        ] {
+            let mut ratios: Vec<f64> = runs[i].iter().zip(fio).map(|(x, y)| x.0 / y.0).collect();
             let (m, lo, hi) = median(&mut ratios);
             println!("{name} / fio IOPS per round: median {m:.3} ({lo:.3}-{hi:.3})");
         }
+        let mut ratios: Vec<f64> = runs[3]
+            .iter()
+            .zip(&runs[1])
+            .map(|(x, y)| x.0 / y.0)
+            .collect();
+        let (m, lo, hi) = median(&mut ratios);
+        println!("read_direct, reactor / reaper thread per round: median {m:.3} ({lo:.3}-{hi:.3})");
     }
 }
 
@@ -383,19 +419,21 @@ fn main() {
     let repeat: usize = arg("--repeat").and_then(|r| r.parse().ok()).unwrap_or(5);
     let dir = PathBuf::from(arg("--dir").unwrap_or_else(|| "/work/bench".into()));
     std::fs::create_dir_all(&dir).unwrap();
+    // `--reactor`: completions reaped in tokio's reactor rather than the reaper thread.
+    let reactor = std::env::args().any(|a| a == "--reactor");
     if what == "async-only" {
         let path = dir.join("embed-2g");
         for r in 0..repeat {
-            let (i, c) = async_run(&path, 200_000, r as u64 + 1);
+            let (i, c) = async_run(&path, 200_000, r as u64 + 1, reactor);
             println!("async: {i:.0} reads/s, {c:.2} us CPU/read");
-            let (i, c) = direct_run(&path, 200_000, r as u64 + 1);
+            let (i, c) = direct_run(&path, 200_000, r as u64 + 1, reactor);
             println!("read_direct: {i:.0} reads/s, {c:.2} us CPU/read");
         }
     }
     if what == "direct-only" {
         let path = dir.join("embed-2g");
         for r in 0..repeat {
-            let (i, c) = direct_run(&path, 200_000, r as u64 + 1);
+            let (i, c) = direct_run(&path, 200_000, r as u64 + 1, reactor);
             println!("read_direct: {i:.0} reads/s, {c:.2} us CPU/read");
         }
     }

@@ -64,6 +64,9 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
+//! An event loop that watches descriptors can reap the completions itself instead, in its own
+//! thread: [`Engine::completions`] (an example with tokio's `AsyncFd` is on [`Completions`]).
+//!
 //! **A batch of known ranges** with [`File::read_many`]: merged into as few requests as the
 //! device's costs favour and sent together (an async twin, [`File::read_many_async`]):
 //!
@@ -155,9 +158,9 @@ pub mod units;
 pub mod workload;
 
 pub use engine::{
-    Advice, AlignedBuf, BackendChoice, Engine, EngineBuilder, Fallback, FallbackKind, File,
-    FileStats, Latency, OpenOptions, Prefetch, Range, ReadAt, ReadDirect, ReadMany, ReadStream,
-    RequestRecord, Stats,
+    Advice, AlignedBuf, BackendChoice, Completions, Engine, EngineBuilder, Fallback, FallbackKind,
+    File, FileStats, Latency, OpenOptions, Prefetch, Range, ReadAt, ReadDirect, ReadMany,
+    ReadStream, RequestRecord, Stats,
 };
 pub use policy::DeviceEstimate;
 pub use policy::{AppRead, Hint, IoKind, IoRequest, Policy, PolicyConfig, RaContext};

@@ -597,3 +597,175 @@ fn idle_handles_take_no_share_of_the_budget() {
     drop(f);
     assert_eq!(engine.stats().active_handles, 0);
 }
+
+/// The engine's completions reaped by a tokio task, woken by the reactor when the ring's
+/// descriptor turns readable (`Engine::completions`). What it has reaped so far.
+fn reap_in_the_reactor(completions: ahead::Completions) -> Arc<std::sync::atomic::AtomicUsize> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{unix::AsyncFd, Interest};
+    let reaped = Arc::new(AtomicUsize::new(0));
+    let total = reaped.clone();
+    tokio::spawn(async move {
+        // SAFETY: the ring's descriptor stays open, and the same, while `completions` lives.
+        let ring =
+            unsafe { AsyncFd::register_with_interest(completions, Interest::READABLE) }.unwrap();
+        while let Ok(mut ready) = ring.readable().await {
+            ready.clear_ready();
+            total.fetch_add(ring.get_ref().reap(), Ordering::Relaxed);
+        }
+    });
+    reaped
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
+
+    /// With the engine's completions reaped in tokio's reactor, async reads (direct and
+    /// through the cache) from many tasks, and blocking reads from threads beside them, return
+    /// what pread does; the reactor's task reaped reads; the counts add up.
+    #[test]
+    fn reads_reaped_in_the_callers_loop_equal_pread(
+        size in 5000usize..4_000_000,
+        tasks in 1usize..=16,
+        threads in 0usize..=3,
+        workers in 1usize..=2,
+        seed in any::<u64>(),
+    ) {
+        let path = make_file(&format!("reactor-{size}"), size);
+        let engine = engine(BackendChoice::URING, "adaptive", 1 << 20);
+        let Some(completions) = engine.completions() else {
+            // Only where io_uring is refused, which stats() names.
+            prop_assert_ne!(engine.stats().backend, "uring");
+            return Ok(());
+        };
+        let file = Arc::new(engine.open(&path).unwrap());
+        let reference = Arc::new(std::fs::File::open(&path).unwrap());
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_io()
+            .build()
+            .unwrap();
+        let (wrong, reaped) = rt.block_on(async {
+            let reaped = reap_in_the_reactor(completions);
+            let blocking: Vec<_> = (0..threads)
+                .map(|t| {
+                    let (file, reference) = (file.clone(), reference.clone());
+                    std::thread::spawn(move || {
+                        let mut wrong = 0;
+                        for (off, len) in ranges(size as u64, 30, seed ^ (100 + t as u64)) {
+                            let mut buf = vec![0xEEu8; len];
+                            let n = file.read_at(&mut buf, off).unwrap();
+                            wrong += usize::from(buf[..n] != pread(&reference, off, len)[..]);
+                        }
+                        wrong
+                    })
+                })
+                .collect();
+            let mut handles = Vec::new();
+            for t in 0..tasks {
+                let (file, reference) = (file.clone(), reference.clone());
+                handles.push(tokio::spawn(async move {
+                    let mut wrong = 0;
+                    let mut next = rng(seed ^ t as u64);
+                    for (off, len) in ranges(size as u64, 10, seed ^ t as u64) {
+                        let mut buf = vec![0xEEu8; len];
+                        let n = file.read_at_async(&mut buf, off).await.unwrap();
+                        wrong += usize::from(buf[..n] != pread(&reference, off, len)[..]);
+                        let off = next() % (size as u64 / 4096 + 1) * 4096;
+                        let len = (1 + next() % 8) as usize * 4096;
+                        let (got, buf) = file.read_direct(ahead::AlignedBuf::new(len), off).await;
+                        let n = got.unwrap();
+                        let want = pread(&reference, off, len);
+                        wrong += usize::from(n != want.len() || buf.as_slice()[..n] != want[..]);
+                    }
+                    wrong
+                }));
+            }
+            let mut wrong = 0;
+            for h in handles {
+                wrong += h.await.unwrap();
+            }
+            for b in blocking {
+                wrong += b.join().unwrap();
+            }
+            (wrong, reaped)
+        });
+        prop_assert_eq!(wrong, 0);
+        prop_assert!(settles(&engine), "pages left in flight");
+        // Each task's direct reads went to the device: at least one completion per task was
+        // there to reap, and the reactor's task reaped them rather than the reaper thread.
+        let reaped = reaped.load(std::sync::atomic::Ordering::Relaxed);
+        prop_assert!(reaped >= tasks, "the reactor reaped {} reads for {} tasks", reaped, tasks);
+        let s = engine.stats();
+        prop_assert_eq!(s.read_latency.count, s.reads);
+        drop(rt);
+    }
+}
+
+/// A caller that takes the completions and never reaps them delays reads by the reaper's
+/// backstop, a few milliseconds, and never hangs them; dropping it gives the completions back
+/// to the reaper. Backends with no completion queue have none to give.
+#[test]
+fn completions_left_unreaped_delay_reads_and_never_hang_them() {
+    use std::time::{Duration, Instant};
+    let path = make_file("reactor-stalled", 4 << 20);
+    let reference = std::fs::File::open(&path).unwrap();
+    for backend in [BackendChoice::THREADS, BackendChoice::SYNC] {
+        assert!(
+            engine(backend, "none", 1 << 20).completions().is_none(),
+            "{backend:?}"
+        );
+    }
+    let engine = engine(BackendChoice::URING, "none", 1 << 20);
+    let Some(completions) = engine.completions() else {
+        assert_ne!(engine.stats().backend, "uring");
+        eprintln!(
+            "skipped: io_uring refused here ({:?})",
+            engine.stats().fallbacks
+        );
+        return;
+    };
+    let file = engine.open(&path).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let read = |off: u64| {
+        let (got, buf) = rt.block_on(file.read_direct(ahead::AlignedBuf::new(8192), off));
+        assert_eq!(got.unwrap(), 8192);
+        assert_eq!(buf.as_slice(), &pread(&reference, off, 8192)[..]);
+    };
+    // Nobody reaps: each read waits for the backstop (two ticks of 2 ms at most, and the
+    // reaper's wake), and lands.
+    let started = Instant::now();
+    for k in 0..20u64 {
+        read(k * 65536);
+    }
+    let stalled = started.elapsed();
+    assert!(
+        stalled < Duration::from_secs(2),
+        "20 reads took {stalled:?}"
+    );
+    assert_eq!(completions.reap(), 0, "the reaper took them all");
+    // Blocking reads, and readahead, likewise.
+    let mut buf = vec![0u8; 100_000];
+    let n = file.read_at(&mut buf, 1_234_567).unwrap();
+    assert_eq!(buf[..n], pread(&reference, 1_234_567, 100_000)[..]);
+    // The reads did wait for the backstop: not one of them was answered at once by a reaper
+    // waiting in the kernel (a direct read takes well under 2 ms here, against at least one
+    // tick of the backstop once the reaper sleeps).
+    assert!(
+        stalled >= Duration::from_millis(20),
+        "20 reads in {stalled:?}: the reaper did not stand back"
+    );
+    drop(completions);
+    // The reaper waits in the kernel again: the same reads, quicker than the backstop allows.
+    let started = Instant::now();
+    for k in 20..40u64 {
+        read(k * 65536);
+    }
+    let after = started.elapsed();
+    assert!(
+        after < stalled,
+        "{after:?} with the reaper back, {stalled:?} without"
+    );
+}

@@ -43,7 +43,8 @@
 //! device, a bucket, a host), `open_many` (many files read in turn, opened ahead of the
 //! reader), `stats` (counters, statistics, the request log), `cache` (the arena, page tables and eviction),
 //! `source` (where a file's bytes come from, one module per kind: `local` opens files, tells
-//! their identity, holds their leases) and `backend` (one file per I/O backend); this file
+//! their identity, holds their leases), `completions` (completions reaped in the caller's own
+//! event loop) and `backend` (one file per I/O backend); this file
 //! holds the engine itself: its parts, and opening files through it.
 
 mod activity;
@@ -51,6 +52,7 @@ mod backend;
 mod batch;
 mod builder;
 mod cache;
+mod completions;
 pub(crate) mod direct;
 mod meter;
 mod open_many;
@@ -95,6 +97,7 @@ pub fn backend_names() -> impl Iterator<Item = &'static str> {
 }
 pub use activity::IDLE_AFTER_MS;
 pub use batch::{Block, NextRange, Prefetch, Range, ReadAt, ReadMany, ReadStream};
+pub use completions::Completions;
 pub use direct::{AlignedBuf, ReadDirect, DIRECT_MAX_BYTES};
 use meter::{DeviceKey, DeviceMeter, Meters};
 pub use open_many::{OpenMany, OPENS_AHEAD, OPENS_AT_ONCE};

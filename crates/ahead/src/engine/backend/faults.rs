@@ -216,6 +216,18 @@ impl Backend for FaultBackend {
         self.inner.late_note()
     }
 
+    fn completion_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.inner.completion_fd()
+    }
+
+    fn attach_driver(&self, attached: bool) {
+        self.inner.attach_driver(attached)
+    }
+
+    fn reap_completions(&self) -> usize {
+        self.inner.reap_completions()
+    }
+
     fn submit(&self, op: Box<ReadOp>) {
         match self.pick(&op) {
             None => self.inner.submit(op),

@@ -177,6 +177,18 @@ pub(crate) trait Backend: Send + Sync {
     fn take_queued(&self, _file: &Arc<FileData>, _page: u64) -> Option<Box<ReadOp>> {
         None
     }
+    /// The descriptor that turns readable when completions are posted, for a caller's event
+    /// loop to reap them in its own thread (`Engine::completions`); `None` where reads complete
+    /// in the backend's own threads.
+    fn completion_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
+    /// A caller starts (`true`) or stops reaping completions in its own loop.
+    fn attach_driver(&self, _attached: bool) {}
+    /// Finish the reads whose completions are posted, in this thread: how many.
+    fn reap_completions(&self) -> usize {
+        0
+    }
     /// A fallback taken after the start (say, memory the system refused to pin), for
     /// `stats()`.
     fn late_note(&self) -> Option<super::Fallback> {

@@ -30,6 +30,16 @@
 //!   whoever submitted it, refills the ring from the backlog, and only then marks the pages
 //!   ready: the readers it wakes would otherwise take the CPUs while the device waits.
 //!   Readers wait on the page they need only.
+//! * **Completions reaped by the caller** (`Engine::completions`, see `engine::completions`).
+//!   The kernel posts a read's completion from the thread that submitted it, so an executor's
+//!   thread reading through the reaper wakes twice per burst: once to post the completions,
+//!   and again when the reaper has reaped them and wakes its futures. A caller's event loop can
+//!   watch the ring's descriptor instead and reap in its own thread. The completion queue has
+//!   one consumer at a time (the `reaping` lock). While any outside driver is attached the
+//!   reaper no longer waits in the kernel for completions, which would have it race the
+//!   driver for every burst; it wakes every [`BACKSTOP`] (only while reads are in flight) and
+//!   reaps what waited a whole tick with no driver reaping meanwhile, so a reader in another
+//!   thread never depends on the caller's loop being run.
 //!
 //! Probing: a ring that cannot be set up (`ENOSYS`: no io_uring; `EPERM`: disabled by sysctl or
 //! seccomp; `ENOMEM`: locked memory) or that cannot complete a no-op makes the engine fall back
@@ -39,9 +49,10 @@ use std::collections::VecDeque;
 use std::io;
 use std::os::fd::AsRawFd;
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use io_uring::{opcode, squeue, types, IoUring};
 
@@ -60,6 +71,10 @@ pub const QUEUE: u32 = 256;
 pub const MAX_IN_FLIGHT_BYTES: usize = 16 << 20;
 /// `user_data` of the no-op that wakes the reaper to stop.
 const WAKE: u64 = 0;
+/// While a caller reaps completions (see the module comment): how often the reaper looks for
+/// completions the caller left, and so how long, two ticks at most, a read waits for it to
+/// take over where the caller's loop is not run.
+pub const BACKSTOP: Duration = Duration::from_millis(2);
 /// The arena's unit of registration with the ring (see the module comment): at least 8 MiB,
 /// more for an arena too large for the kernel's table of at most [`MAX_BUFFERS`].
 pub const SLAB_BYTES: usize = 8 << 20;
@@ -339,6 +354,24 @@ struct Shared {
     late_note: Mutex<Option<Fallback>>,
     /// The ring's table of registered files, unless the kernel refused one.
     files: Option<FixedFiles>,
+    /// The completion queue's one consumer at a time (the reaper or a caller), with what it
+    /// gathers a burst in.
+    reaping: Mutex<Reaping>,
+    /// Callers reaping completions in their own loop (`Engine::completions`): while any
+    /// is, the reaper only backs them up (see the module comment).
+    drivers: AtomicUsize,
+    /// Bursts the callers have reaped: the reaper's sign that they keep up.
+    driver_reaps: AtomicU64,
+    /// The reaper, woken when a driver detaches, when a read starts on an idle ring while a
+    /// driver is attached, and to stop.
+    reaper_thread: OnceLock<std::thread::Thread>,
+}
+
+/// What the consumer of the completion queue gathers a burst in (kept to reuse their memory).
+#[derive(Default)]
+struct Reaping {
+    done: Vec<(u64, i32)>,
+    finished: Vec<(Box<ReadOp>, io::Result<usize>)>,
 }
 
 /// See the module comment.
@@ -430,6 +463,13 @@ impl UringBackend {
             pending: AtomicUsize::new(0),
             fixed,
             late_note: Mutex::new(fixed_note),
+            reaping: Mutex::new(Reaping {
+                done: Vec::with_capacity(QUEUE as usize),
+                finished: Vec::with_capacity(QUEUE as usize),
+            }),
+            drivers: AtomicUsize::new(0),
+            driver_reaps: AtomicU64::new(0),
+            reaper_thread: OnceLock::new(),
         });
         let reaper = {
             let shared = shared.clone();
@@ -437,6 +477,7 @@ impl UringBackend {
                 .name("ahead-uring".into())
                 .spawn(move || reap(&shared))?
         };
+        let _ = shared.reaper_thread.set(reaper.thread().clone());
         Ok(UringBackend {
             shared,
             reaper: Some(reaper),
@@ -530,52 +571,113 @@ impl Shared {
 }
 
 fn reap(shared: &Shared) {
-    let mut done: Vec<(u64, i32)> = Vec::with_capacity(QUEUE as usize);
-    let mut finished: Vec<(Box<ReadOp>, io::Result<usize>)> = Vec::with_capacity(QUEUE as usize);
+    // Whether completions were waiting at the last backstop tick, and the drivers' count then.
+    let mut left_last_tick = (false, 0);
     loop {
-        match shared.ring.submitter().submit_and_wait(1) {
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
-            Err(_) => std::thread::sleep(std::time::Duration::from_millis(1)),
-        }
-        done.clear();
-        {
-            // SAFETY: the reaper is the only thread that borrows the completion queue.
-            let cq = unsafe { shared.ring.completion_shared() };
-            done.extend(cq.map(|c| (c.user_data(), c.result())));
-        }
-        let mut finished_bytes = 0;
-        for &(data, res) in &done {
-            if data == WAKE {
+        if shared.drivers.load(Ordering::Acquire) > 0 {
+            if !back_up_drivers(shared, &mut left_last_tick) {
                 continue;
             }
-            // SAFETY: every non-WAKE user_data is a `Box<ReadOp>` leaked by `push`, completed
-            // exactly once.
-            let op = unsafe { Box::from_raw(data as *mut ReadOp) };
-            finished_bytes += op.len();
-            let result = if res < 0 {
-                Err(io::Error::from_raw_os_error(-res))
-            } else {
-                Ok(res as usize)
-            };
-            finished.push((op, result));
+        } else {
+            left_last_tick = (false, 0);
+            match shared.ring.submitter().submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
+                Err(_) => std::thread::sleep(Duration::from_millis(1)),
+            }
         }
-        // Refill the device before waking the readers: on a small machine the woken readers take
-        // the CPUs, and the device would wait for the reaper to run again (measured with 16
-        // readers on 2 cores: the device idle 22-24% of the time, against 2% with one reader).
-        let mut s = shared.submit.lock().unwrap_or_else(|p| p.into_inner());
-        s.in_flight -= finished.len();
-        s.in_flight_bytes -= finished_bytes;
-        let pushed = shared.drain_backlog(&mut s);
-        let idle = s.in_flight == 0 && s.backlog.is_empty();
-        drop(s);
-        if pushed {
-            shared.enter();
-        }
-        shared.completer.complete_all(&mut finished);
-        if idle && shared.stop.load(Ordering::Acquire) {
+        let mut reaping = shared.reaping.lock().unwrap_or_else(|p| p.into_inner());
+        reap_burst(shared, &mut reaping);
+        drop(reaping);
+        if shared.stop.load(Ordering::Acquire) && shared.is_idle() {
             return;
+        }
+    }
+}
+
+/// The reaper's wait while callers reap (see the module comment): a tick, or until woken while
+/// nothing is in flight. Whether to reap now: completions waited since the last tick and no
+/// driver reaped meanwhile, or the engine stops.
+fn back_up_drivers(shared: &Shared, left_last_tick: &mut (bool, u64)) -> bool {
+    if shared.is_idle() {
+        std::thread::park();
+    } else {
+        // Entries a refused entry into the kernel left queued (`enter`: EBUSY) go now, as the
+        // reaper's own wait in the kernel sends them when no driver is attached.
+        let _ = shared.ring.submit();
+        std::thread::park_timeout(BACKSTOP);
+    }
+    if shared.stop.load(Ordering::Acquire) {
+        return true;
+    }
+    let waiting = match shared.reaping.try_lock() {
+        // SAFETY: the reaping lock is held: no other consumer of the completion queue.
+        Ok(_held) => !unsafe { shared.ring.completion_shared() }.is_empty(),
+        Err(_) => false, // a driver is reaping now
+    };
+    let reaps = shared.driver_reaps.load(Ordering::Acquire);
+    let take_over = waiting && *left_last_tick == (true, reaps);
+    *left_last_tick = (waiting, reaps);
+    take_over
+}
+
+/// Finish every completion posted (the `reaping` lock held): refill the ring from the
+/// backlog, then hand the burst to the completer. How many reads finished.
+fn reap_burst(shared: &Shared, reaping: &mut Reaping) -> usize {
+    let Reaping { done, finished } = reaping;
+    done.clear();
+    {
+        // SAFETY: the reaping lock is held: one consumer of the completion queue at a time.
+        let cq = unsafe { shared.ring.completion_shared() };
+        done.extend(cq.map(|c| (c.user_data(), c.result())));
+    }
+    let mut finished_bytes = 0;
+    for &(data, res) in done.iter() {
+        if data == WAKE {
+            continue;
+        }
+        // SAFETY: every non-WAKE user_data is a `Box<ReadOp>` leaked by `push`, completed
+        // exactly once.
+        let op = unsafe { Box::from_raw(data as *mut ReadOp) };
+        finished_bytes += op.len();
+        let result = if res < 0 {
+            Err(io::Error::from_raw_os_error(-res))
+        } else {
+            Ok(res as usize)
+        };
+        finished.push((op, result));
+    }
+    let count = finished.len();
+    if count == 0 {
+        return 0;
+    }
+    // Refill the device before waking the readers: on a small machine the woken readers take
+    // the CPUs, and the device would wait for the reaper to run again (measured with 16
+    // readers on 2 cores: the device idle 22-24% of the time, against 2% with one reader).
+    let mut s = shared.submit.lock().unwrap_or_else(|p| p.into_inner());
+    s.in_flight -= count;
+    s.in_flight_bytes -= finished_bytes;
+    let pushed = shared.drain_backlog(&mut s);
+    drop(s);
+    if pushed {
+        shared.enter();
+    }
+    shared.completer.complete_all(finished);
+    count
+}
+
+impl Shared {
+    /// Nothing in flight or waiting to be.
+    fn is_idle(&self) -> bool {
+        let s = self.submit.lock().unwrap_or_else(|p| p.into_inner());
+        s.in_flight == 0 && s.backlog.is_empty()
+    }
+
+    /// Wake the reaper (see `reaper_thread`).
+    fn wake_reaper(&self) {
+        if let Some(t) = self.reaper_thread.get() {
+            t.unpark();
         }
     }
 }
@@ -583,6 +685,35 @@ fn reap(shared: &Shared) {
 impl Backend for UringBackend {
     fn name(&self) -> &'static str {
         "uring"
+    }
+
+    fn completion_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::BorrowedFd;
+        // SAFETY: the ring's descriptor stays open as long as the backend (borrowed from it).
+        Some(unsafe { BorrowedFd::borrow_raw(self.shared.ring.as_raw_fd()) })
+    }
+
+    fn attach_driver(&self, attached: bool) {
+        if attached {
+            self.shared.drivers.fetch_add(1, Ordering::AcqRel);
+        } else {
+            self.shared.drivers.fetch_sub(1, Ordering::AcqRel);
+            // Back to waiting in the kernel, if it was the last.
+            self.shared.wake_reaper();
+        }
+    }
+
+    fn reap_completions(&self) -> usize {
+        // Another consumer holding the lock is reaping what was posted: leave it to it (a
+        // waker that polled a driver in place would otherwise deadlock here).
+        let Ok(mut reaping) = self.shared.reaping.try_lock() else {
+            return 0;
+        };
+        let count = reap_burst(&self.shared, &mut reaping);
+        if count > 0 {
+            self.shared.driver_reaps.fetch_add(1, Ordering::AcqRel);
+        }
+        count
     }
 
     fn submit(&self, op: Box<ReadOp>) {
@@ -628,8 +759,13 @@ impl Backend for UringBackend {
                 return;
             }
         }
+        let was_idle = s.in_flight == 1;
         drop(s);
         shared.enter();
+        if was_idle && shared.drivers.load(Ordering::Acquire) > 0 {
+            // The reaper, backing callers up, sleeps while nothing is in flight.
+            shared.wake_reaper();
+        }
     }
 
     fn late_note(&self) -> Option<Fallback> {
@@ -677,6 +813,7 @@ impl Drop for UringBackend {
             self.shared.pending.fetch_add(1, Ordering::Release);
         }
         self.shared.enter();
+        self.shared.wake_reaper();
         if let Some(r) = self.reaper.take() {
             let _ = r.join();
         }
