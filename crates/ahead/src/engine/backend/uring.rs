@@ -571,7 +571,7 @@ impl Shared {
 }
 
 fn reap(shared: &Shared) {
-    // Whether completions were waiting at the last backstop tick, and the drivers' count then.
+    // Whether completions were waiting at the last backstop tick, and the drivers' reaps then.
     let mut left_last_tick = (false, 0);
     loop {
         if shared.drivers.load(Ordering::Acquire) > 0 {
