@@ -274,6 +274,11 @@ fn bench_async(dir: &Path, repeat: usize) {
         println!("{name:<36} {i:>9.0} ({i0:>6.0}-{i1:>6.0}) {c:>9.2} ({c0:>5.2}-{c1:>5.2})");
     }
     // Per round, so the drift between rounds cancels.
+    let per_round = |name: &str, a: &[(f64, f64)], b: &[(f64, f64)]| {
+        let mut ratios: Vec<f64> = a.iter().zip(b).map(|(x, y)| x.0 / y.0).collect();
+        let (m, lo, hi) = median(&mut ratios);
+        println!("{name} per round: median {m:.3} ({lo:.3}-{hi:.3})");
+    };
     let fio = &runs[5];
     if fio.len() == repeat {
         for (name, i) in [
@@ -282,17 +287,9 @@ fn bench_async(dir: &Path, repeat: usize) {
             ("async, reactor", 2),
             ("read_direct, reactor", 3),
         ] {
-            let mut ratios: Vec<f64> = runs[i].iter().zip(fio).map(|(x, y)| x.0 / y.0).collect();
-            let (m, lo, hi) = median(&mut ratios);
-            println!("{name} / fio IOPS per round: median {m:.3} ({lo:.3}-{hi:.3})");
+            per_round(&format!("{name} / fio IOPS"), &runs[i], fio);
         }
-        let mut ratios: Vec<f64> = runs[3]
-            .iter()
-            .zip(&runs[1])
-            .map(|(x, y)| x.0 / y.0)
-            .collect();
-        let (m, lo, hi) = median(&mut ratios);
-        println!("read_direct, reactor / reaper thread per round: median {m:.3} ({lo:.3}-{hi:.3})");
+        per_round("read_direct, reactor / reaper thread", &runs[3], &runs[1]);
     }
 }
 

@@ -362,13 +362,9 @@ struct Shared {
     drivers: AtomicUsize,
     /// Bursts the callers have reaped: the reaper's sign that they keep up.
     driver_reaps: AtomicU64,
-    /// The reaper, woken when a driver detaches, when a read starts on an idle ring while a
-    /// driver is attached, and to stop.
-    reaper_thread: OnceLock<std::thread::Thread>,
 }
 
 /// What the consumer of the completion queue gathers a burst in (kept to reuse their memory).
-#[derive(Default)]
 struct Reaping {
     done: Vec<(u64, i32)>,
     finished: Vec<(Box<ReadOp>, io::Result<usize>)>,
@@ -469,7 +465,6 @@ impl UringBackend {
             }),
             drivers: AtomicUsize::new(0),
             driver_reaps: AtomicU64::new(0),
-            reaper_thread: OnceLock::new(),
         });
         let reaper = {
             let shared = shared.clone();
@@ -477,13 +472,20 @@ impl UringBackend {
                 .name("ahead-uring".into())
                 .spawn(move || reap(&shared))?
         };
-        let _ = shared.reaper_thread.set(reaper.thread().clone());
         Ok(UringBackend {
             shared,
             reaper: Some(reaper),
             descriptorless: OnceLock::new(),
             threads,
         })
+    }
+
+    /// Wake the reaper: when a driver detaches, when a read starts on an idle ring while a
+    /// driver is attached (the reaper then sleeps), and to stop.
+    fn wake_reaper(&self) {
+        if let Some(r) = &self.reaper {
+            r.thread().unpark();
+        }
     }
 
     /// Register every buffer of the arena now (the engine's `pretouch`, whose memory is all
@@ -673,13 +675,6 @@ impl Shared {
         let s = self.submit.lock().unwrap_or_else(|p| p.into_inner());
         s.in_flight == 0 && s.backlog.is_empty()
     }
-
-    /// Wake the reaper (see `reaper_thread`).
-    fn wake_reaper(&self) {
-        if let Some(t) = self.reaper_thread.get() {
-            t.unpark();
-        }
-    }
 }
 
 impl Backend for UringBackend {
@@ -699,7 +694,7 @@ impl Backend for UringBackend {
         } else {
             self.shared.drivers.fetch_sub(1, Ordering::AcqRel);
             // Back to waiting in the kernel, if it was the last.
-            self.shared.wake_reaper();
+            self.wake_reaper();
         }
     }
 
@@ -764,7 +759,7 @@ impl Backend for UringBackend {
         shared.enter();
         if was_idle && shared.drivers.load(Ordering::Acquire) > 0 {
             // The reaper, backing callers up, sleeps while nothing is in flight.
-            shared.wake_reaper();
+            self.wake_reaper();
         }
     }
 
@@ -813,7 +808,7 @@ impl Drop for UringBackend {
             self.shared.pending.fetch_add(1, Ordering::Release);
         }
         self.shared.enter();
-        self.shared.wake_reaper();
+        self.wake_reaper();
         if let Some(r) = self.reaper.take() {
             let _ = r.join();
         }
