@@ -1,11 +1,11 @@
-//! Any bytes, read as a CSV trace: an error naming a line, or a trace; never a panic.
+//! Any bytes, read as a CSV trace: an error naming a line, or a trace within what the simulator
+//! models; never a panic. A small one is simulated, as `ahead replay` would.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(trace) = ahead::trace::parse_csv(data) {
-        let _ = trace.reads();
-        let _ = trace.into_workload();
+        ahead_fuzz::check_and_simulate(trace);
     }
 });

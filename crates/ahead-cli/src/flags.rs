@@ -114,6 +114,10 @@ pub(crate) struct CatArgs {
     /// Memory budget of the engine's cache (a hard limit).
     #[arg(long, default_value = "256m")]
     pub(crate) budget: String,
+    /// Take a --budget above the memory this process can have (the machine's RAM or its
+    /// memory cgroup's limit), which is refused otherwise.
+    #[arg(long)]
+    pub(crate) budget_over_memory: bool,
     /// Print the engine's statistics to stderr at the end.
     #[arg(long)]
     pub(crate) stats: bool,

@@ -57,6 +57,28 @@ enum Command {
     Bench(BenchArgs),
 }
 
+/// Whether the standard output was closed when the process started (`ahead cat F >&-`). The
+/// Rust runtime opens `/dev/null` on a closed standard descriptor before `main` runs, so the
+/// look is taken earlier, from the ELF initializers (`.init_array`), which run before it.
+static STDOUT_CLOSED_AT_START: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn look_at_stdout() {
+    // SAFETY: F_GETFD asks whether descriptor 1 is open; it touches no memory.
+    if unsafe { libc::fcntl(libc::STDOUT_FILENO, libc::F_GETFD) } == -1 {
+        STDOUT_CLOSED_AT_START.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[used]
+#[link_section = ".init_array"]
+static LOOK_AT_STDOUT: extern "C" fn() = look_at_stdout;
+
+/// Whether stdout was closed when `ahead` started (see [`STDOUT_CLOSED_AT_START`]).
+fn stdout_was_closed() -> bool {
+    STDOUT_CLOSED_AT_START.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// A failure: usage (exit 2) or runtime (exit 1).
 enum Failure {
     Usage(String),

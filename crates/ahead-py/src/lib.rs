@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::path::PathBuf;
-use std::sync::{RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex};
 
 use ahead::engine::{BackendChoice, EngineBuilder};
 use ahead::pattern::Pattern;
@@ -63,6 +63,8 @@ mod libc_errno {
 /// `e` as Python's `OSError(errno, message, filename)`.
 fn os_error(e: io::Error, name: &str) -> PyErr {
     let errno = errno_of(&e);
+    // A URL's password is never shown (the engine's messages hide it already).
+    let name = &ahead::engine::redact_url(name);
     // Python shows the filename itself: the engine's leading "NAME: " goes, and so does
     // Rust's " (os error N)" (Python shows "[Errno N]").
     let text = e.to_string();
@@ -117,7 +119,7 @@ struct PyEngine {
 #[pymethods]
 impl PyEngine {
     #[new]
-    #[pyo3(signature = (budget=None, policy=None, backend=None, direct=true, storage_options=None))]
+    #[pyo3(signature = (budget=None, policy=None, backend=None, direct=true, storage_options=None, budget_over_memory=false))]
     fn new(
         py: Python<'_>,
         budget: Option<&Bound<'_, PyAny>>,
@@ -125,8 +127,11 @@ impl PyEngine {
         backend: Option<String>,
         direct: bool,
         storage_options: Option<HashMap<String, String>>,
+        budget_over_memory: bool,
     ) -> PyResult<Self> {
-        let mut builder: EngineBuilder = ahead::Engine::builder().direct(direct);
+        let mut builder: EngineBuilder = ahead::Engine::builder()
+            .direct(direct)
+            .allow_budget_over_memory(budget_over_memory);
         if let Some(b) = budget {
             builder = builder.budget(size_arg(b, "budget")?);
         }
@@ -149,16 +154,22 @@ impl PyEngine {
         for (key, value) in &options {
             builder = builder.remote_option(key, value);
         }
-        let engine = py
-            .detach(|| builder.build())
-            .map_err(|e| os_error(e, "engine"))?;
+        let engine = py.detach(|| builder.build()).map_err(|e| {
+            // A setting refused (a budget above the memory there is): the caller's argument.
+            if e.kind() == io::ErrorKind::InvalidInput {
+                PyValueError::new_err(e.to_string())
+            } else {
+                os_error(e, "engine")
+            }
+        })?;
         Ok(PyEngine { engine })
     }
 
     /// Open `path` (a local path, `s3://bucket/key` or `http(s)://host/path`) for reading.
     #[pyo3(signature = (path, policy=None))]
     fn open(&self, py: Python<'_>, path: PathBuf, policy: Option<String>) -> PyResult<RawFile> {
-        let name = path.to_string_lossy().into_owned();
+        // Shown (in errors, `name`, `repr`) with any password in a URL hidden.
+        let name = ahead::engine::redact_url(&path.to_string_lossy());
         let engine = self.engine.clone();
         let file = py
             .detach(|| match &policy {
@@ -167,7 +178,7 @@ impl PyEngine {
             })
             .map_err(|e| os_error(e, &name))?;
         Ok(RawFile {
-            file: RwLock::new(Some(file)),
+            file: Mutex::new(Some(Arc::new(file))),
             name,
         })
     }
@@ -194,7 +205,7 @@ impl PyEngine {
             .detach(|| engine.open_object(&info))
             .map_err(|e| os_error(e, &url))?;
         Ok(RawFile {
-            file: RwLock::new(Some(file)),
+            file: Mutex::new(Some(Arc::new(file))),
             name: url,
         })
     }
@@ -226,20 +237,27 @@ impl PyEngine {
 
 /// One open file or object: reads at an offset, from any thread. `ahead.File` keeps the
 /// position and the rest of `io.RawIOBase`.
+///
+/// Closing never waits for reads in flight, and no thread ever waits for a lock while it holds
+/// the GIL: each call takes its own reference to the file under a lock held for a clone, and a
+/// close takes the file out. Reads in flight finish on their reference; calls after the close
+/// raise `ValueError`; the engine's file (its descriptor) goes with the last reference. (A
+/// read-write lock held across the read, as before, deadlocked: a reader waiting for the lock
+/// behind a waiting close held the GIL that the reader in flight needed to return.)
 #[pyclass(module = "ahead._ahead", frozen)]
 struct RawFile {
-    /// `None` once closed; reads hold it shared, so a close waits for reads in flight.
-    file: RwLock<Option<ahead::File>>,
+    /// `None` once closed.
+    file: Mutex<Option<Arc<ahead::File>>>,
     name: String,
 }
 
 impl RawFile {
-    fn open_file(&self) -> PyResult<RwLockReadGuard<'_, Option<ahead::File>>> {
-        let guard = self.file.read().unwrap_or_else(|p| p.into_inner());
-        if guard.is_none() {
-            return Err(PyValueError::new_err("I/O operation on closed file."));
-        }
-        Ok(guard)
+    fn open_file(&self) -> PyResult<Arc<ahead::File>> {
+        self.file
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or_else(|| PyValueError::new_err("I/O operation on closed file."))
     }
 
     /// Read into `dst` at `offset` until it is full or the end of the file.
@@ -281,8 +299,8 @@ impl RawFile {
             at: view.buf_ptr() as usize,
             len: view.len_bytes(),
         };
-        let guard = self.open_file()?;
-        let file = guard.as_ref().expect("checked open");
+        let file = self.open_file()?;
+        let file = &*file;
         let read = py.detach(|| {
             // SAFETY: the buffer stays exported (`view` lives past this call), so its memory
             // neither moves nor is freed; it is `len` writable bytes, checked above.
@@ -295,8 +313,8 @@ impl RawFile {
 
     /// Up to `n` bytes from `offset` (fewer at the end of the file), as `os.pread`.
     fn pread<'py>(&self, py: Python<'py>, n: usize, offset: u64) -> PyResult<Bound<'py, PyBytes>> {
-        let guard = self.open_file()?;
-        let file = guard.as_ref().expect("checked open");
+        let file = self.open_file()?;
+        let file = &*file;
         let n = (n as u64).min(file.len().saturating_sub(offset)) as usize;
         let mut got = 0usize;
         let mut failed = None;
@@ -319,12 +337,18 @@ impl RawFile {
 
     /// Size in bytes, as opened.
     fn size(&self) -> PyResult<u64> {
-        Ok(self.open_file()?.as_ref().map_or(0, |f| f.len()))
+        Ok(self.open_file()?.len())
+    }
+
+    /// Why a change of the object while it is read may go unseen (a server that gives neither
+    /// ETag nor Last-Modified), or `None`.
+    fn unpinned(&self) -> PyResult<Option<String>> {
+        Ok(self.open_file()?.unpinned().map(str::to_string))
     }
 
     /// Whether reads bypass the kernel's page cache (O_DIRECT).
     fn is_direct(&self) -> PyResult<bool> {
-        Ok(self.open_file()?.as_ref().is_some_and(|f| f.is_direct()))
+        Ok(self.open_file()?.is_direct())
     }
 
     /// Tell the policy how the file will be read: "normal", "sequential", "random",
@@ -348,8 +372,7 @@ impl RawFile {
                 )))
             }
         };
-        let guard = self.open_file()?;
-        let file = guard.as_ref().expect("checked open");
+        let file = self.open_file()?;
         py.detach(|| file.advise(advice))
             .map_err(|e| os_error(e, &self.name))
     }
@@ -357,24 +380,22 @@ impl RawFile {
     /// This file's figures as JSON (`ahead.File.stats` parses it): the engine's counters for
     /// this file alone.
     fn stats_json(&self) -> PyResult<String> {
-        let guard = self.open_file()?;
-        let file = guard.as_ref().expect("checked open");
+        let file = self.open_file()?;
         serde_json::to_string(&file.stats()).map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
-    /// Close: later calls fail; reads in flight finish first.
+    /// Close: later calls raise `ValueError`; reads in flight finish (on their own reference
+    /// to the file), and the file is let go with the last of them. Returns at once.
     fn close(&self, py: Python<'_>) {
-        let file = py.detach(|| {
-            let mut slot = self.file.write().unwrap_or_else(|p| p.into_inner());
-            slot.take()
-        });
-        drop(file);
+        let file = self.file.lock().unwrap_or_else(|p| p.into_inner()).take();
+        // Dropping the last reference closes the descriptor: without the GIL.
+        py.detach(|| drop(file));
     }
 
     #[getter]
     fn closed(&self) -> bool {
         self.file
-            .read()
+            .lock()
             .unwrap_or_else(|p| p.into_inner())
             .is_none()
     }
@@ -523,6 +544,7 @@ fn replay_json(py: Python<'_>, path: PathBuf, model: ModelArgs<'_>) -> PyResult<
     let runs = run_policies(py, &policies, config, || trace.clone().into_workload())?;
     let doc = serde_json::json!({
         "trace": path.display().to_string(),
+        "notes": trace.notes,
         "ra_max_pages": config.policy.ra_max_pages,
         "io_max_pages": config.policy.io_max_pages,
         "folio_max_order": config.policy.folio_max_order,

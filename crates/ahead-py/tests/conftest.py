@@ -102,3 +102,47 @@ def s3(tmp_path_factory):
         proc.kill()
         proc.wait()
         log.close()
+
+
+class Web:
+    """A running lighttpd: its base URL and the directory it serves."""
+
+    def __init__(self, url: str, docs: Path):
+        self.url = url
+        self.docs = docs
+
+
+@pytest.fixture(scope="session")
+def web_unpinned(tmp_path_factory):
+    """lighttpd serving files with neither ETag nor Last-Modified, as some servers do."""
+    binary = tool("lighttpd")
+    if binary is None:
+        need("lighttpd is not installed")
+    root = tmp_path_factory.mktemp("lighttpd")
+    docs = root / "docs"
+    docs.mkdir()
+    port = free_port()
+    conf = root / "lighttpd.conf"
+    conf.write_text(
+        f'server.document-root = "{docs}"\nserver.bind = "127.0.0.1"\nserver.port = {port}\n'
+        f'server.errorlog = "{root / "error.log"}"\n'
+        'mimetype.assign = ( "" => "application/octet-stream" )\n'
+        'server.modules = ( "mod_setenv" )\nsetenv.set-response-header = ( "Last-Modified" => "" )\n'
+        'static-file.etags = "disable"\nserver.stat-cache-engine = "disable"\n')
+    proc = subprocess.Popen([binary, "-D", "-f", str(conf)], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                need("lighttpd did not start")
+            time.sleep(0.05)
+    try:
+        yield Web(f"http://127.0.0.1:{port}", docs)
+    finally:
+        proc.kill()
+        proc.wait()

@@ -4,6 +4,7 @@ import io
 import os
 import random
 import threading
+import time
 
 import pytest
 
@@ -89,6 +90,60 @@ def test_threads_share_one_file(data, engine):
         [t.start() for t in threads]
         [t.join() for t in threads]
     assert errors == []
+
+
+def test_close_while_threads_read_returns_and_ends_every_reader(tmp_path):
+    """close() while four threads are in pread: it returns at once, and every reader ends,
+    with its right bytes or ValueError, never a hang (a lock held across the read once
+    deadlocked them all: a reader waiting behind the close held the GIL the others needed)."""
+    from conftest import random_bytes
+    blob = random_bytes(8 << 20, 11)
+    path = tmp_path / "closing.bin"
+    path.write_bytes(blob)
+    engine = ahead.Engine(budget="4m")
+    for round_ in range(5):
+        f = engine.open(path, buffering=0)
+        wrong, closed = [], []
+        started = threading.Barrier(5)
+
+        def reader(seed):
+            rng = random.Random(seed)
+            started.wait()
+            while True:
+                at, n = rng.randrange(len(blob)), rng.choice([4096, 65536, 1 << 20])
+                try:
+                    got = f.pread(n, at)
+                except ValueError:
+                    closed.append(seed)
+                    return
+                if got != blob[at:at + n]:
+                    wrong.append((at, n))
+
+        threads = [threading.Thread(target=reader, args=(round_ * 10 + s,), daemon=True) for s in range(4)]
+        [t.start() for t in threads]
+        started.wait()
+        time.sleep(0.05)
+        closer = threading.Thread(target=f.close, daemon=True)
+        closer.start()
+        closer.join(10)
+        assert not closer.is_alive(), "close() did not return"
+        for t in threads:
+            t.join(10)
+            assert not t.is_alive(), "a reader hung after close()"
+        assert wrong == [] and sorted(closed) == [round_ * 10 + s for s in range(4)]
+        assert f.closed
+        with pytest.raises(ValueError):
+            f.pread(1, 0)
+
+
+def test_a_budget_above_the_memory_there_is_is_refused_unless_insisted():
+    """Twice this machine's RAM: ValueError naming the memory there is; with
+    budget_over_memory=True it is taken (the cache faults memory in only as it fills)."""
+    twice = 2 * os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    with pytest.raises(ValueError, match="more than this process can have"):
+        ahead.Engine(budget=twice)
+    engine = ahead.Engine(budget=twice, budget_over_memory=True)
+    assert engine.stats()["budget_bytes"] == twice
 
 
 def test_advise_and_stats(data):

@@ -86,3 +86,17 @@ def test_missing_objects_and_bad_credentials(engine, s3):
         ahead.Engine(storage_options=dict(s3.options, no_such_option="1")).open(f"s3://{BUCKET}/dir/obj.bin")
     assert "no_such_option" in str(unknown.value)
     assert ACCESS_KEY  # the access key may show; the secret never does
+
+
+def test_an_object_nothing_pins_warns_once_and_reads_right(web_unpinned):
+    """A server that gives neither ETag nor Last-Modified: a same-size replacement mid-read
+    could not be seen, so opening says so with an UnpinnedWarning; the bytes still read right."""
+    blob = random_bytes((1 << 20) + 5, 41)
+    (web_unpinned.docs / "plain.bin").write_bytes(blob)
+    engine = ahead.Engine(budget="8m")
+    url = f"{web_unpinned.url}/plain.bin"
+    with pytest.warns(ahead.UnpinnedWarning, match="no ETag and no Last-Modified"):
+        f = engine.open(url, buffering=0)
+    with f:
+        assert f.read() == blob
+    assert any(fb["kind"] == "unpinned" for fb in engine.stats()["fallbacks"])

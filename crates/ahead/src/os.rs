@@ -125,6 +125,63 @@ pub fn fs_type(path: &Path) -> io::Result<i64> {
     Ok(st.f_type as i64)
 }
 
+/// The most memory this process can have, and what sets it: the machine's RAM, or a lower
+/// limit of the memory cgroup it runs in (v2's `memory.max`, v1's `memory.limit_in_bytes`,
+/// of its own group or any group above it). `None` if not even the RAM can be read.
+pub fn memory_limit() -> Option<(u64, String)> {
+    // SAFETY: sysconf only reads the system's configuration.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    let mut best = (pages > 0 && page > 0).then(|| {
+        (
+            (pages as u64).saturating_mul(page as u64),
+            "this machine's RAM".to_string(),
+        )
+    });
+    let groups = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    for line in groups.lines() {
+        // "0::/path" (v2) or "N:memory:/path" (v1).
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next(), parts.next(), parts.next());
+        let (Some(controllers), Some(path)) = (controllers, path) else {
+            continue;
+        };
+        let (root, file) = if controllers.is_empty() {
+            ("/sys/fs/cgroup", "memory.max")
+        } else if controllers.split(',').any(|c| c == "memory") {
+            ("/sys/fs/cgroup/memory", "memory.limit_in_bytes")
+        } else {
+            continue;
+        };
+        let mut dir = Path::new(path);
+        loop {
+            let at = Path::new(root)
+                .join(dir.strip_prefix("/").unwrap_or(dir))
+                .join(file);
+            if let Some(limit) = std::fs::read_to_string(&at)
+                .ok()
+                .and_then(|t| t.trim().parse::<u64>().ok())
+            {
+                if best.as_ref().is_none_or(|(b, _)| limit < *b) {
+                    best = Some((
+                        limit,
+                        format!("the memory cgroup's limit ({})", at.display()),
+                    ));
+                }
+            }
+            match dir.parent() {
+                Some(up) => dir = up,
+                None => break,
+            }
+        }
+    }
+    best
+}
+
 /// tmpfs's and ramfs's `f_type`: memory, not a disk.
 pub const TMPFS_MAGIC: i64 = 0x0102_1994;
 /// See [`TMPFS_MAGIC`].
@@ -342,8 +399,20 @@ pub fn mount_tracefs(target: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// This process's peak resident memory since its program started, in KiB (`VmHWM` of
+/// `/proc/self/status`: the high-water mark of its own address space, which a new program
+/// starts afresh, unlike `ru_maxrss`, which an `exec` carries over from the process it
+/// replaced, or from the parent whose memory a `vfork`ed child shared).
+pub fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Wait for `child` to exit: its exit code (128 + signal if killed) and the peak resident
-/// memory it reached, in KiB (`wait4(2)`'s `ru_maxrss`).
+/// memory it reached, in KiB (`wait4(2)`'s `ru_maxrss`: a child spawned by `vfork`, as
+/// `std::process::Command` spawns, starts from its parent's, so it is a bound only for a small
+/// parent; a program can report its own with [`peak_rss_kib`]).
 pub fn wait_with_peak_rss(child: std::process::Child) -> io::Result<(i32, u64)> {
     let pid = child.id() as libc::pid_t;
     let mut status = 0;

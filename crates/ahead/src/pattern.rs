@@ -17,7 +17,7 @@
 //! Sizes take units (`4k`, `1m`, `2g`, `8p` for pages). Defaults: `size=64m`, `bs=4k`;
 //! `paper` patterns are in pages. Random patterns are seeded and reproducible.
 
-use crate::units::{parse_size, Bytes, PAGE_SIZE};
+use crate::units::{parse_size, Bytes, MAX_MODELLED_BYTES, MAX_PATTERN_READS, PAGE_SIZE};
 use crate::workload::{Event, FileSpec, Workload};
 
 /// A parsed pattern.
@@ -243,7 +243,7 @@ impl Pattern {
             (false, "seq") | (true, "read") | (true, "pread") => Pattern::Sequential { size, bs },
             (false, "reverse") | (true, "reverse") => Pattern::Reverse { size, bs },
             (false, "stride") | (true, "stride") => {
-                let default_stride = if iozone { 17 * bs.0 } else { 8 * bs.0 };
+                let default_stride = bs.0.saturating_mul(if iozone { 17 } else { 8 });
                 let stride = a.size("stride", default_stride)?;
                 if stride < bs {
                     return Err(format!("pattern '{spec}': stride must be at least bs"));
@@ -270,6 +270,12 @@ impl Pattern {
                 if run.0 == 0 {
                     return Err(format!("pattern '{spec}': run must be above 0"));
                 }
+                if run.0.max(skip.0) > MAX_MODELLED_BYTES {
+                    return Err(format!(
+                        "pattern '{spec}': run and skip must be at most the largest file modelled ({} GiB)",
+                        MAX_MODELLED_BYTES >> 30
+                    ));
+                }
                 Pattern::Skips { size, bs, run, skip }
             }
             (false, "merge") => Pattern::Merge { size, bs, ways: a.number("ways", 12)?, seed: a.number("seed", 1)? },
@@ -289,7 +295,7 @@ impl Pattern {
 
     fn validate(&self, spec: &str) -> Result<(), String> {
         let (size, bs) = match *self {
-            Pattern::Paper { .. } => return Ok(()),
+            Pattern::Paper { .. } => return self.within_limits(spec),
             Pattern::Sequential { size, bs }
             | Pattern::Reverse { size, bs }
             | Pattern::Stride { size, bs, .. }
@@ -315,10 +321,99 @@ impl Pattern {
             Pattern::Interleaved { streams: 0, .. }
             | Pattern::Merge { ways: 0, .. }
             | Pattern::Shuffled { group: 0, .. }
-            | Pattern::ManyFiles { files: 0, .. } => Err(format!(
-                "pattern '{spec}': streams, ways, group and files must be above 0"
-            )),
-            _ => Ok(()),
+            | Pattern::ManyFiles { files: 0, .. } => {
+                return Err(format!(
+                    "pattern '{spec}': streams, ways, group and files must be above 0"
+                ))
+            }
+            _ => {}
+        }
+        self.within_limits(spec)
+    }
+
+    /// Whether the pattern fits what the simulator models: its files within
+    /// [`MAX_MODELLED_BYTES`] together, its reads within [`MAX_PATTERN_READS`].
+    fn within_limits(&self, spec: &str) -> Result<(), String> {
+        let bytes = self.modelled_bytes();
+        if bytes > MAX_MODELLED_BYTES {
+            return Err(format!(
+                "pattern '{spec}': its files hold {} in all, more than the simulator models ({} GiB); make size (or files, streams, ways) smaller",
+                if bytes == u64::MAX { "more than 16 EiB".to_string() } else { format!("{bytes} bytes") },
+                MAX_MODELLED_BYTES >> 30
+            ));
+        }
+        let reads = self.reads();
+        if reads > MAX_PATTERN_READS {
+            return Err(format!(
+                "pattern '{spec}': {} reads, more than a pattern may make ({MAX_PATTERN_READS}); make bs (or count) larger or size smaller",
+                if reads == u64::MAX { "too many".to_string() } else { reads.to_string() },
+            ));
+        }
+        Ok(())
+    }
+
+    /// Bytes of all its files together, as the workload makes them (saturating).
+    fn modelled_bytes(&self) -> u64 {
+        match *self {
+            Pattern::Paper {
+                read_pages,
+                seek_pages,
+                repeat,
+                first_page,
+            } => read_pages
+                .checked_add(seek_pages)
+                .and_then(|step| step.checked_mul(repeat))
+                .and_then(|p| p.checked_add(first_page))
+                .and_then(|p| p.checked_add(1024))
+                .and_then(|p| p.checked_mul(PAGE_SIZE))
+                .unwrap_or(u64::MAX),
+            Pattern::Merge { size, bs, ways, .. } => (size.0 / ways).max(bs.0).saturating_mul(ways),
+            Pattern::Interleaved {
+                size, bs, streams, ..
+            } => (size.0 / streams).max(bs.0).saturating_mul(streams),
+            Pattern::ManyFiles { files, size, .. } => files.saturating_mul(size.0),
+            Pattern::Sequential { size, .. }
+            | Pattern::Reverse { size, .. }
+            | Pattern::Stride { size, .. }
+            | Pattern::Random { size, .. }
+            | Pattern::RandomMix { size, .. }
+            | Pattern::Reread { size, .. }
+            | Pattern::Skips { size, .. }
+            | Pattern::Shuffled { size, .. } => size.0,
+        }
+    }
+
+    /// How many reads the workload makes (saturating).
+    pub fn reads(&self) -> u64 {
+        match *self {
+            Pattern::Paper { repeat, .. } => repeat,
+            Pattern::Sequential { size, bs }
+            | Pattern::Reverse { size, bs }
+            | Pattern::Shuffled { size, bs, .. } => size.0.div_ceil(bs.0),
+            Pattern::Reread { size, bs } => size.0.div_ceil(bs.0).saturating_mul(2),
+            Pattern::Stride { size, stride, .. } => size.0.div_ceil(stride.0.max(1)),
+            Pattern::Random { count, .. } | Pattern::RandomMix { count, .. } => count,
+            Pattern::Skips {
+                size,
+                bs,
+                run,
+                skip,
+                ..
+            } => {
+                let period = run.0.saturating_add(skip.0);
+                size.0.div_ceil(period).saturating_mul(run.0.div_ceil(bs.0))
+            }
+            Pattern::Merge { size, bs, ways, .. } => {
+                let per_run = (size.0 / ways).max(bs.0);
+                per_run.div_ceil(bs.0).saturating_mul(ways)
+            }
+            Pattern::Interleaved {
+                size, bs, streams, ..
+            } => {
+                let per_stream = (size.0 / streams).max(bs.0);
+                per_stream.div_ceil(bs.0).saturating_mul(streams)
+            }
+            Pattern::ManyFiles { files, size, bs } => size.0.div_ceil(bs.0).saturating_mul(files),
         }
     }
 

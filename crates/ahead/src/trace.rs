@@ -2,19 +2,27 @@
 //!
 //! Two formats, told apart by their first line:
 //!
-//! * **strace logs**, as written by
-//!   `strace -f -y -e trace=openat,read,pread64,preadv,lseek,close,fadvise64,readahead -o FILE CMD`
-//!   (`ahead trace` writes exactly that). `-y` names each descriptor's path (`3</data/f>`);
+//! * **strace logs**, as written by `strace -f -y -e trace=TRACED -o FILE CMD` (`ahead trace`
+//!   writes exactly that, [`TRACED`]), or by plain `strace -o FILE CMD`, with or without `-T`,
+//!   `-t`/`-tt`/`-ttt`/`-r`, `-x`/`-xx`. `-y` names each descriptor's path (`3</data/f>`);
 //!   `-f` prefixes lines with the thread id. File positions are followed through `openat`,
-//!   `read`, `lseek` and `close`; `pread64`/`preadv` carry their offset; `fadvise64` and
-//!   `readahead` become hints. Calls split by other
-//!   threads (`<unfinished ...>` / `<... read resumed>`) are joined. Descriptors that are not
-//!   regular files (pipes, sockets, `/dev`, `/proc`, `/sys`) and failed calls are skipped.
-//!   Descriptor tables are one per trace: a process that inherits a descriptor is followed, two
-//!   processes with different files on one number are told apart by the path.
+//!   `read`, `readv`, `lseek`, `dup`/`dup2`/`dup3`/`fcntl(F_DUPFD)` (a descriptor `dup`ed to
+//!   another, as `dd` does to its input, shares its file and position) and `close`;
+//!   `pread64`/`preadv` carry their offset; `fadvise64` and `readahead` become hints. Relative
+//!   paths are resolved against the working directory the log tells (`-y`, `chdir`, the
+//!   `# cwd:` line `ahead trace` writes). Calls split by other threads (`<unfinished ...>` /
+//!   `<... read resumed>`) are joined. Reads that are not a file's (pipes, sockets, `/dev`,
+//!   `/proc`, `/sys`), failed reads, and reads of descriptors the log never names are skipped
+//!   and counted in [`Trace::notes`]; so is a last line cut short. Descriptor tables are one per
+//!   trace: a process that inherits a descriptor is followed, two processes with different
+//!   files on one number are told apart by the path.
 //! * **CSV** with a header naming at least `file,offset,len` (bytes) and optionally `thread`,
 //!   `time_ns` and `size`; `#` lines are comments. `size` gives the file's size; without it a
 //!   file is as long as the furthest byte read from it.
+//!
+//! Every read is checked where it is parsed: no read ends past [`MAX_MODELLED_BYTES`] (the
+//! simulator's files), and a CSV read is no longer than one `read(2)` transfers
+//! ([`MAX_READ_BYTES`]); an strace read's count is clipped to that, as the kernel clips it.
 //!
 //! Each opened file description (each `openat` in strace, each file in CSV) gets its own
 //! readahead state; descriptions of the same path share its cached pages. A `replay` never
@@ -24,7 +32,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, Read};
 
 use crate::policy::Hint;
-use crate::units::Bytes;
+use crate::units::{Bytes, MAX_MODELLED_BYTES, MAX_READ_BYTES};
 use crate::workload::{Event, FileSpec, Workload};
 
 mod strace;
@@ -84,6 +92,9 @@ pub struct Trace {
     pub files: Vec<FileSpec>,
     /// Opens, reads and closes.
     pub events: Vec<Event>,
+    /// What the parser skipped and why (reads that are not a file's, failed reads, a last
+    /// line cut short), for the report.
+    pub notes: Vec<String>,
 }
 
 impl Trace {
@@ -101,6 +112,10 @@ impl Trace {
     }
 }
 
+/// The calls `ahead trace` records: what opens, reads, moves, duplicates and closes a
+/// descriptor, changes the working directory, or advises the kernel.
+pub const TRACED: &str = "open,openat,openat2,creat,read,readv,pread64,preadv,preadv2,lseek,dup,dup2,dup3,fcntl,close,chdir,fchdir,fadvise64,readahead";
+
 /// Run `command` under strace, writing the log this module reads to `log` (what `ahead trace`
 /// does). Returns the command's exit status.
 pub fn run_strace(
@@ -108,13 +123,7 @@ pub fn run_strace(
     command: &[String],
 ) -> Result<std::process::ExitStatus, String> {
     std::process::Command::new("strace")
-        .args([
-            "-f",
-            "-y",
-            "-e",
-            "trace=openat,read,pread64,preadv,lseek,close,fadvise64,readahead",
-            "-o",
-        ])
+        .args(["-f", "-y", "-e", &format!("trace={TRACED}"), "-o"])
         .arg(log)
         .arg("--")
         .args(command)
@@ -177,17 +186,51 @@ pub fn parse(mut input: impl BufRead) -> Result<Trace, TraceError> {
     let chained = std::io::Cursor::new(head.concat()).chain(input);
     let looks_csv =
         first.split(',').map(|c| c.trim()).any(|c| c == "offset") && first.contains("file");
+    if !looks_csv && headerless_csv(&first) {
+        return Err(err_at(
+            head.len(),
+            format!(
+                "'{}' looks like a CSV row, but a CSV trace starts with a header naming its columns: at least file,offset,len (bytes)",
+                strace::shorten(&first)
+            ),
+        ));
+    }
     let trace = if looks_csv {
         parse_csv(chained)?
     } else {
         parse_strace(chained)?
     };
     if trace.reads() == 0 {
-        return Err(err(
-            "the trace names no reads of regular files: nothing to replay",
-        ));
+        let mut message =
+            "the trace names no reads of regular files: nothing to replay".to_string();
+        for note in &trace.notes {
+            message += &format!(" ({note})");
+        }
+        return Err(err(message));
     }
     Ok(trace)
+}
+
+/// Whether `line` looks like a row of a CSV trace (a name, then numbers) rather than a header
+/// or an strace line.
+fn headerless_csv(line: &str) -> bool {
+    let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+    fields.len() >= 3
+        && !fields[0].contains('(')
+        && fields[1..3]
+            .iter()
+            .all(|f| !f.is_empty() && f.bytes().all(|c| c.is_ascii_digit()))
+}
+
+/// A read of `len` bytes at `offset` fits what the simulator models.
+fn check_extent(offset: u64, len: u64) -> Result<(), String> {
+    match offset.checked_add(len) {
+        Some(end) if end <= MAX_MODELLED_BYTES => Ok(()),
+        _ => Err(format!(
+            "a read of {len} bytes at offset {offset} ends past what the simulator models ({} GiB)",
+            MAX_MODELLED_BYTES >> 30
+        )),
+    }
 }
 
 /// Files and handles being built from a trace.
@@ -199,6 +242,7 @@ struct Builder {
     explicit_size: Vec<Option<u64>>,
     events: Vec<Event>,
     next_handle: u32,
+    notes: Vec<String>,
 }
 
 impl Builder {
@@ -245,6 +289,7 @@ impl Builder {
         Trace {
             files: self.files,
             events: self.events,
+            notes: self.notes,
         }
     }
 }
@@ -302,10 +347,27 @@ pub fn parse_csv(input: impl std::io::Read) -> Result<Trace, TraceError> {
         }
         let offset = field(c_offset, "offset")?;
         let len = field(c_len, "len")?;
+        if len > MAX_READ_BYTES {
+            return Err(err_at(
+                line,
+                format!("len {len} is more than one read(2) transfers ({MAX_READ_BYTES} bytes)"),
+            ));
+        }
+        check_extent(offset, len).map_err(|m| err_at(line, m))?;
         let file = b.file(path);
         if let Some(c) = c_size {
             if record.get(c).is_some_and(|t| !t.is_empty()) {
-                b.explicit_size[file as usize] = Some(field(c, "size")?);
+                let size = field(c, "size")?;
+                if size > MAX_MODELLED_BYTES {
+                    return Err(err_at(
+                        line,
+                        format!(
+                            "size {size} is more than the simulator models ({} GiB)",
+                            MAX_MODELLED_BYTES >> 30
+                        ),
+                    ));
+                }
+                b.explicit_size[file as usize] = Some(size);
             }
         }
         let handle = match handles.get(&file) {
@@ -401,6 +463,160 @@ mod tests {
         assert!(t.events.contains(&Event::Close { handle: 0 }));
     }
 
+    /// What `strace -o l cat ../f` writes (no -f, no -y): the relative path is kept, and
+    /// resolved where the log gives the working directory.
+    #[test]
+    fn strace_relative_paths_are_kept_and_resolved_against_the_cwd() {
+        let log = r#"openat(AT_FDCWD, "/lib/x86_64-linux-gnu/libc.so.6", O_RDONLY|O_CLOEXEC) = 3
+read(3, "\177ELF\2\1\1\3"..., 832) = 832
+close(3)                                = 0
+openat(AT_FDCWD, "../f", O_RDONLY)      = 3
+read(3, "abc"..., 131072) = 131072
+read(3, "def"..., 131072) = 5000
+read(3, "", 131072)                     = 0
+close(3)                                = 0
++++ exited with 0 +++
+"#;
+        let t = parse(log.as_bytes()).unwrap();
+        assert_eq!(t.files[1].name, "../f");
+        assert_eq!(t.reads(), 4);
+        let with_cwd = format!("# cwd: /tmp/st/sub\n{log}");
+        let t = parse(with_cwd.as_bytes()).unwrap();
+        assert_eq!(t.files[1].name, "/tmp/st/f");
+        assert_eq!(t.files[1].size, Bytes(136072));
+        let chdir = format!("chdir(\"/data/x\") = 0\n{log}");
+        let t = parse(chdir.as_bytes()).unwrap();
+        assert_eq!(t.files[1].name, "/data/f");
+    }
+
+    /// `-T` (a duration after the result), `-tt` (a time before the call), `-xx` (every
+    /// string in hex, -y paths too): the same reads as the plain log.
+    #[test]
+    fn strace_durations_times_and_hex_strings_are_read() {
+        let log = r#"14938 10:23:45.123456 openat(AT_FDCWD, "\x2f\x64\x2f\x66", O_RDONLY) = 3 <0.000012>
+14938 10:23:45.123500 read(3, "\x61\x62"..., 4096) = 4096 <0.000010>
+14938 10:23:45.123600 read(3<\x2f\x64\x2f\x66>, "\x61"..., 4096) = 100 <0.000010>
+14938 10:23:45.123700 close(3) = 0 <0.000009>
+"#;
+        let t = parse(log.as_bytes()).unwrap();
+        assert_eq!(t.files.len(), 1);
+        assert_eq!(t.files[0].name, "/d/f");
+        assert_eq!(reads(&t), [(0, 0, 4096), (0, 4096, 4096)]);
+        assert!(t.notes.is_empty(), "{:?}", t.notes);
+        let relative = "1.000001 openat(AT_FDCWD, \"/d/f\", O_RDONLY) = 3 <0.000012>\n[pid 7] read(3, \"\"..., 10) = 10\n";
+        assert_eq!(parse(relative.as_bytes()).unwrap().reads(), 1);
+    }
+
+    /// `dd if=f`: the file opened on 3, dup2'd onto 0, 3 closed, then read through 0; and a
+    /// dup's reads share the position of the description.
+    #[test]
+    fn strace_reads_through_a_duplicated_descriptor_are_kept() {
+        let log = r#"openat(AT_FDCWD, "/d/f", O_RDONLY) = 3
+dup2(3, 0)                              = 0
+close(3)                                = 0
+read(0, "a"..., 65536)                  = 65536
+read(0, "b"..., 65536)                  = 65536
+fcntl(0, F_DUPFD_CLOEXEC, 10)           = 10
+read(10, "c"..., 4096)                  = 4096
+read(0, "d"..., 4096)                   = 4096
+close(0)                                = 0
+read(10, "e"..., 4096)                  = 0
+close(10)                               = 0
+"#;
+        let t = parse(log.as_bytes()).unwrap();
+        assert_eq!(
+            reads(&t),
+            [
+                (0, 0, 65536),
+                (0, 65536, 65536),
+                (0, 131072, 4096),
+                (0, 135168, 4096),
+                (0, 139264, 4096)
+            ]
+        );
+        // One description, closed once, with its last descriptor.
+        let closes = t
+            .events
+            .iter()
+            .filter(|e| matches!(e, Event::Close { .. }))
+            .count();
+        assert_eq!(closes, 1);
+        assert!(matches!(t.events.last(), Some(Event::Close { handle: 0 })));
+    }
+
+    /// Reads that are not a file's are skipped and counted, and the report says so.
+    #[test]
+    fn strace_skipped_reads_are_counted_in_the_notes() {
+        let log = r#"read(0</dev/pts/0>, "x", 1) = 1
+read(5<pipe:[123]>, "x", 1) = 1
+read(7, "x", 1) = 1
+openat(AT_FDCWD, "/d/f", O_RDONLY) = 3
+read(3, 0x7ffd, 4096) = -1 EIO (Input/output error)
+read(3, "a"..., 4096) = 4096
+"#;
+        let t = parse(log.as_bytes()).unwrap();
+        assert_eq!(t.reads(), 1);
+        let notes = t.notes.join("\n");
+        assert!(notes.contains("1 failed reads"), "{notes}");
+        assert!(notes.contains("2 reads of pipes"), "{notes}");
+        assert!(
+            notes.contains("1 reads of descriptors opened before"),
+            "{notes}"
+        );
+    }
+
+    /// A log cut short mid-line (the program was still running): its last line is skipped
+    /// with a note; the same line anywhere else is an error naming it.
+    #[test]
+    fn strace_a_truncated_last_line_is_skipped_with_a_note() {
+        let log = "openat(AT_FDCWD, \"/d/f\", O_RDONLY) = 3\nread(3, \"a\"..., 4096) = 4096\nread(3, \"b\"..";
+        let t = parse(log.as_bytes()).unwrap();
+        assert_eq!(t.reads(), 1);
+        assert!(
+            t.notes
+                .iter()
+                .any(|n| n.contains("line 3") && n.contains("cut short")),
+            "{:?}",
+            t.notes
+        );
+        let inner = format!("{log}\nread(3, \"c\"..., 4096) = 4096\n");
+        assert_eq!(parse(inner.as_bytes()).unwrap_err().line, Some(3));
+    }
+
+    /// A CSV trace without its header is told so, not called an strace line.
+    #[test]
+    fn a_csv_without_its_header_is_told_so() {
+        let e = parse("/data/f,0,4096\n/data/f,4096,4096\n".as_bytes()).unwrap_err();
+        assert_eq!(e.line, Some(1));
+        assert!(e.message.contains("header"), "{e}");
+    }
+
+    /// Offsets and lengths no file the simulator models could hold are refused on their line,
+    /// in either format, not simulated (they aborted or hung it).
+    #[test]
+    fn reads_past_what_the_simulator_models_are_refused_on_their_line() {
+        for row in [
+            "/a,9223372036854775807,1",
+            "/a,4611686018427387904,4611686018427387904",
+            "/a,9223372036854771712,4096",
+            "/a,0,9223372036854775807",
+            "/a,0,4096,9223372036854775807",
+        ] {
+            let csv = format!("file,offset,len,size\n/a,0,4096,\n{row}\n");
+            let e = parse(csv.as_bytes()).unwrap_err();
+            assert_eq!(e.line, Some(3), "{row}: {e}");
+        }
+        let log = "openat(AT_FDCWD, \"/a\", O_RDONLY) = 3\npread64(3, \"\"..., 4096, 9223372036854771712) = 0\n";
+        assert_eq!(parse(log.as_bytes()).unwrap_err().line, Some(2));
+        // An strace read's count is what was asked, clipped as the kernel clips it.
+        let log =
+            "openat(AT_FDCWD, \"/a\", O_RDONLY) = 3\nread(3, \"\"..., 9223372036854775807) = 10\n";
+        assert_eq!(
+            reads(&parse(log.as_bytes()).unwrap()),
+            [(0, 0, MAX_READ_BYTES)]
+        );
+    }
+
     #[test]
     fn csv_with_comments_and_sizes() {
         let csv = "# a comment\nfile,offset,len,size\n/a,0,4096,100000\n/b,4096,10,\n/a,4096,4096,100000\n";
@@ -414,10 +630,20 @@ mod tests {
     fn bad_lines_are_named() {
         let e = parse("file,offset,len\n/a,0,4096\n/a,zero,4096\n".as_bytes()).unwrap_err();
         assert_eq!(e.line, Some(3), "{e}");
+        let e = parse(
+            "openat(AT_FDCWD, \"/a\", O_RDONLY) = 3</a>\nread(3</a>, garbage\nclose(3</a>) = 0\n"
+                .as_bytes(),
+        )
+        .unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        // The same line last is a line cut short: skipped, and the error says so.
         let e =
             parse("openat(AT_FDCWD, \"/a\", O_RDONLY) = 3</a>\nread(3</a>, garbage\n".as_bytes())
                 .unwrap_err();
-        assert_eq!(e.line, Some(2), "{e}");
+        assert!(
+            e.message.contains("no reads") && e.message.contains("line 2"),
+            "{e}"
+        );
         let e = parse("".as_bytes()).unwrap_err();
         assert!(e.message.contains("empty"), "{e}");
         let e = parse("openat(AT_FDCWD, \"/a\", O_RDONLY) = 3</a>\nclose(3</a>) = 0\n".as_bytes())

@@ -18,6 +18,21 @@ use std::fmt;
 /// does on x86-64.
 pub const PAGE_SIZE: u64 = 4096;
 
+/// The largest file the simulator models, and so the furthest byte a pattern or a trace may
+/// name (offset + length): 1 TiB. The simulator's page tables are dense, a word per page up to
+/// the furthest page read, so a read at the end of a file this large costs a 1 GiB table;
+/// past it, a typo (`size=1000000g`) would exhaust memory rather than run. Checked where
+/// patterns and traces are parsed.
+pub const MAX_MODELLED_BYTES: u64 = 1 << 40;
+
+/// The most one `read(2)` transfers on Linux (`MAX_RW_COUNT`): a trace's read of more cannot
+/// have happened.
+pub const MAX_READ_BYTES: u64 = 0x7fff_f000;
+
+/// The most reads a pattern may make: 2^28 (1 TiB in 4 KiB reads). More would simulate for
+/// hours; a pattern that needs more reads can take larger ones.
+pub const MAX_PATTERN_READS: u64 = 1 << 28;
+
 /// A byte offset or a byte length.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Bytes(pub u64);

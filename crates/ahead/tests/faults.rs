@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ahead::engine::{BackendChoice, Engine, FallbackKind, Fault, Faults};
+use ahead::engine::{BackendChoice, Engine, FallbackKind, Fault, Faults, Gate};
 use ahead::pattern::SplitMix64;
 
 /// The errno the tests inject: one no real read here returns, so it can't be mistaken.
@@ -287,6 +287,153 @@ fn a_file_truncated_extended_or_rewritten_while_open_reads_as_pread_does() {
             "{backend:?}: the change is reported in stats"
         );
     }
+}
+
+/// A read in flight when the file is rewritten in place (same size) never serves the bytes it
+/// read before the change. Made to happen every time: the fault injector reads the region's
+/// request at once (the old bytes) and holds its completion at a gate; the test rewrites the
+/// region, lets the engine see the change (the writer's open breaks the lease; without one,
+/// the next read's `fstat` sees the new modification time), opens the gate, then reads the
+/// region. Every backend, with the lease and without, and a reader already waiting on the
+/// held page when the change comes.
+#[test]
+fn a_read_in_flight_across_a_rewrite_never_serves_the_old_bytes() {
+    let old = content(4 << 20, 21);
+    let new = content(4 << 20, 22);
+    let region = (1u64 << 20)..(1 << 20) + (256 << 10);
+    let len = (region.end - region.start) as usize;
+    let mut stale_in = Vec::new();
+    for (backend, leases) in BACKENDS.iter().flat_map(|&b| [(b, true), (b, false)]) {
+        let ctx = format!("{backend:?}, leases {leases}");
+        let path = write_file(&format!("rewrite-held-{backend:?}-{leases}"), &old);
+        let gate = Gate::new();
+        let faults = Faults::new();
+        faults.add(Some(&path), region.clone(), Fault::Hold(gate.clone()), None);
+        let e = Engine::builder()
+            .backend(backend)
+            .policy("none")
+            .budget(32 << 20)
+            .leases(leases)
+            .inject_faults(faults.clone())
+            .build()
+            .unwrap();
+        let f = Arc::new(e.open(&path).unwrap());
+        let read = |f: &ahead::engine::File, off: u64, len: usize| {
+            let mut v = vec![0xEEu8; len];
+            let n = f.read_at(&mut v, off).unwrap();
+            v.truncate(n);
+            v
+        };
+        assert!(read(&f, 0, 4096) == old[..4096], "{ctx}");
+        // The region read ahead: its bytes read now (old), its completion held. Under `sync`
+        // the prefetching thread itself waits at the gate.
+        let prefetcher = {
+            let f = f.clone();
+            let at = region.start;
+            std::thread::spawn(move || f.prefetch(&[(at, len)]).detach())
+        };
+        assert!(
+            gate.wait_for(Duration::from_secs(10), |held, _| held >= 1),
+            "{ctx}: the region's read was never made"
+        );
+        // A reader that waits for a held page meanwhile (woken by the change, it reads anew).
+        let waiter = {
+            let f = f.clone();
+            let at = region.start + 8192;
+            std::thread::spawn(move || {
+                let mut v = vec![0u8; 4096];
+                let n = f.read_at(&mut v, at).unwrap();
+                v.truncate(n);
+                v
+            })
+        };
+        // Rewritten in place, same size, by a writer of its own; then the engine sees it.
+        {
+            let writer = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            writer.write_all_at(&new, 0).unwrap();
+        }
+        assert!(
+            read(&f, 0, 4096) == new[..4096],
+            "{ctx}: the change was not seen"
+        );
+        gate.open();
+        prefetcher.join().unwrap();
+        let waited = waiter.join().unwrap();
+        assert!(
+            gate.wait_for(Duration::from_secs(10), |held, landed| landed >= held),
+            "{ctx}: held reads never landed"
+        );
+        let at = region.start as usize;
+        let got = read(&f, region.start, len);
+        let stale = got
+            .chunks(4096)
+            .zip(old[at..at + len].chunks(4096))
+            .filter(|(g, o)| g == o)
+            .count();
+        if stale > 0 {
+            stale_in.push(format!("{ctx}: {stale} pages"));
+            continue;
+        }
+        assert!(
+            got == new[at..at + len],
+            "{ctx}: the region after the change"
+        );
+        // The waiter's read raced the change: either side of it whole, as pread's would be.
+        let w = at + 8192;
+        assert!(
+            waited == new[w..w + 4096] || waited == old[w..w + 4096],
+            "{ctx}: the waiting reader got bytes of neither version"
+        );
+        assert!(
+            read(&f, 0, 4 << 20) == new,
+            "{ctx}: the whole file after the change"
+        );
+        assert_eq!(settle(&e), 0, "{ctx}");
+        assert!(
+            e.stats()
+                .fallbacks
+                .iter()
+                .any(|w| w.kind == FallbackKind::Changed),
+            "{ctx}: the change is reported in stats"
+        );
+    }
+    assert!(
+        stale_in.is_empty(),
+        "pages of the old contents served after the change: {stale_in:?}"
+    );
+}
+
+/// A writer that rewrites a file in place and sets its modification time back (`touch -r`,
+/// `rsync --inplace`) changes its change time, which nobody can set: the engine, checking
+/// each read with `fstat` (no lease), serves the new bytes.
+#[test]
+fn a_rewrite_that_sets_the_modification_time_back_is_still_seen() {
+    let old = content(1 << 20, 23);
+    let new = content(1 << 20, 24);
+    let path = write_file("rewrite-mtime-back", &old);
+    let e = Engine::builder()
+        .policy("adaptive")
+        .budget(8 << 20)
+        .leases(false)
+        .build()
+        .unwrap();
+    let f = e.open(&path).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    assert_eq!(f.read_at(&mut buf, 0).unwrap(), 1 << 20);
+    assert!(buf == old);
+    let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+    // Past the clock's tick, so the change time surely differs.
+    std::thread::sleep(Duration::from_millis(20));
+    let writer = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    writer.write_all_at(&new, 0).unwrap();
+    writer.set_modified(mtime).unwrap();
+    drop(writer);
+    assert_eq!(std::fs::metadata(&path).unwrap().modified().unwrap(), mtime);
+    assert_eq!(f.read_at(&mut buf, 0).unwrap(), 1 << 20);
+    assert!(
+        buf == new,
+        "old bytes served after a rewrite with its mtime set back"
+    );
 }
 
 #[test]

@@ -213,7 +213,11 @@ fn own_reads(t: &trace::Trace, dir: &Path) -> trace::Trace {
             events.push(*e);
         }
     }
-    trace::Trace { files, events }
+    trace::Trace {
+        files,
+        events,
+        notes: Vec::new(),
+    }
 }
 
 /// Print adaptive against the fastest causal policy and the oracle on one scope of a trace

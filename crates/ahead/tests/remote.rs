@@ -9,6 +9,7 @@ mod common;
 #[path = "common/servers.rs"]
 mod servers;
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -289,6 +290,100 @@ fn a_changed_object_mid_read_is_a_clear_error() {
     );
 }
 
+/// Objects replaced over and over (same size, smaller, larger) through the real server while
+/// four threads read them at random: every read returns the bytes of the version opened, or
+/// the clear error that it changed; never a byte of another version. Opened again once the
+/// writer stops, each is its last version.
+#[test]
+fn objects_replaced_while_read_give_the_opened_bytes_or_a_clear_error() {
+    let Some(gw) = gateway() else { return };
+    let names = ["churn-a.bin", "churn-b.bin"];
+    let first: Vec<Vec<u8>> = (0..names.len())
+        .map(|i| common::content((3 << 20) + 777 * i, 100 + i as u64))
+        .collect();
+    for (name, bytes) in names.iter().zip(&first) {
+        put(&gw.url(), name, bytes);
+    }
+    let engine = s3_engine(&gw.url(), "adaptive", 4 << 20, &[]);
+    let files: Vec<File> = names
+        .iter()
+        .map(|n| engine.open(format!("s3://{BUCKET}/{n}")).unwrap())
+        .collect();
+    let writing = std::sync::atomic::AtomicBool::new(true);
+    let (mut ok, mut changed) = (0u64, 0u64);
+    let last: Vec<Vec<u8>> = std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            let mut rng = ahead::pattern::SplitMix64(7);
+            let mut last = first.clone();
+            for round in 0..24u64 {
+                std::thread::sleep(Duration::from_millis(40));
+                let i = rng.below(names.len() as u64) as usize;
+                let size = match rng.below(3) {
+                    0 => last[i].len(),
+                    1 => rng.below(last[i].len() as u64) as usize,
+                    _ => last[i].len() + rng.below(1 << 20) as usize,
+                };
+                last[i] = common::content(size, 1000 + round);
+                put(&gw.url(), names[i], &last[i]);
+            }
+            writing.store(false, std::sync::atomic::Ordering::Release);
+            last
+        });
+        let readers: Vec<_> = (0..4u64)
+            .map(|t| {
+                let (files, first, writing) = (&files, &first, &writing);
+                s.spawn(move || {
+                    let mut rng = ahead::pattern::SplitMix64(t);
+                    let (mut ok, mut changed) = (0u64, 0u64);
+                    while writing.load(std::sync::atomic::Ordering::Acquire) {
+                        let i = rng.below(files.len() as u64) as usize;
+                        let at = rng.below(first[i].len() as u64);
+                        let len = 1 + rng.below(200_000) as usize;
+                        let mut buf = vec![0u8; len];
+                        match files[i].read_at(&mut buf, at) {
+                            Ok(n) => {
+                                let want =
+                                    &first[i][at as usize..(at as usize + len).min(first[i].len())];
+                                assert!(
+                                    buf[..n] == want[..n],
+                                    "object {i}: a byte not of the version opened at {at}+{len}"
+                                );
+                                ok += 1;
+                            }
+                            Err(e) => {
+                                assert!(
+                                    e.to_string().contains("changed since it was opened"),
+                                    "{e}"
+                                );
+                                changed += 1;
+                            }
+                        }
+                    }
+                    (ok, changed)
+                })
+            })
+            .collect();
+        for r in readers {
+            let (o, c) = r.join().unwrap();
+            ok += o;
+            changed += c;
+        }
+        writer.join().unwrap()
+    });
+    assert!(
+        ok > 0 && changed > 0,
+        "{ok} reads of the opened version, {changed} refused"
+    );
+    for (name, bytes) in names.iter().zip(&last) {
+        let file = engine.open(format!("s3://{BUCKET}/{name}")).unwrap();
+        assert!(
+            read_full(&file, 0, bytes.len()).unwrap() == *bytes,
+            "{name}"
+        );
+    }
+    println!("{ok} reads of the version opened, {changed} refused as changed");
+}
+
 #[test]
 fn missing_objects_buckets_and_wrong_credentials_are_clear_errors() {
     let Some(gw) = gateway() else { return };
@@ -398,6 +493,173 @@ fn http_objects_read_byte_for_byte_from_lighttpd_and_a_rewrite_is_caught() {
     read_full(&file, 0, 4096).unwrap();
     std::thread::sleep(Duration::from_millis(1100)); // a new mtime, so a new ETag
     std::fs::write(web.dir.0.join("docs/object.bin"), common::content(size, 22)).unwrap();
+    let err = read_full(&file, 1 << 20, 4096).unwrap_err();
+    assert!(
+        err.to_string().contains("changed since it was opened"),
+        "{err}"
+    );
+}
+
+/// Credentials in an HTTP URL are sent as Basic auth (the server that asks for them serves),
+/// never shown (errors, the file's name and `Debug`, stats), and not carried on a redirect
+/// to another host: the second server's log of the Authorization header it received is empty.
+#[test]
+fn credentials_in_a_url_are_used_never_shown_and_not_carried_to_another_host() {
+    const PASSWORD: &str = "S3cretPW-xyzzy";
+    let log_auth = |dir: &Path| {
+        format!(
+            "server.modules += ( \"mod_accesslog\" )\naccesslog.filename = \"{}\"\n\
+             accesslog.format = \"%r [%{{Authorization}}i]\"\n",
+            dir.join("access.log").display()
+        )
+    };
+    let Some(other) = need(servers::lighttpd_configured(|dir, _| log_auth(dir))) else {
+        return;
+    };
+    let other_port = other.addr.port();
+    let Some(web) = need(servers::lighttpd_configured(|dir, _| {
+        std::fs::write(dir.join("users"), format!("alice:{PASSWORD}\n")).unwrap();
+        log_auth(dir)
+            + &format!(
+                "server.modules += ( \"mod_redirect\", \"mod_auth\", \"mod_authn_file\" )\n\
+                 url.redirect = ( \"^/moved/(.*)$\" => \"http://127.0.0.1:{other_port}/$1\" )\n\
+                 auth.backend = \"plain\"\nauth.backend.plain.userfile = \"{}\"\n\
+                 auth.require = ( \"/\" => ( \"method\" => \"basic\", \"realm\" => \"t\", \"require\" => \"valid-user\" ) )\n",
+                dir.join("users").display()
+            )
+    })) else {
+        return;
+    };
+    let size = (1 << 20) + 3;
+    let bytes = common::content(size, 35);
+    std::fs::write(web.dir.0.join("docs/object.bin"), &bytes).unwrap();
+    std::fs::write(other.dir.0.join("docs/object.bin"), &bytes).unwrap();
+    let host = web.addr;
+    let engine = Engine::builder().budget(8 << 20).build().unwrap();
+    // Used: the server that asks for them serves the object.
+    let url = format!("http://alice:{PASSWORD}@{host}/object.bin");
+    let file = engine.open(&url).unwrap();
+    assert_eq!(read_full(&file, 0, size).unwrap(), bytes);
+    let shown = format!(
+        "{file:?} {} {}",
+        file.path().display(),
+        serde_json::to_string(&engine.stats()).unwrap()
+    );
+    assert!(!shown.contains(PASSWORD), "{shown}");
+    assert!(shown.contains(&format!("alice:***@{host}")), "{shown}");
+    // Refused without them, and with a wrong one: an error that shows neither password.
+    let err = engine
+        .open(format!("http://{host}/object.bin"))
+        .unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied, "{err}");
+    let err = engine
+        .open(format!("http://alice:wrong-{PASSWORD}@{host}/object.bin"))
+        .unwrap_err();
+    assert!(!err.to_string().contains(PASSWORD), "{err}");
+    // A redirect to another host (another port) is followed without the credentials.
+    let moved = engine
+        .open(format!("http://alice:{PASSWORD}@{host}/moved/object.bin"))
+        .unwrap();
+    assert_eq!(read_full(&moved, 0, size).unwrap(), bytes);
+    // lighttpd writes its access log out about once a second.
+    let logged = |server: &Server, line: &str| {
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            let log = std::fs::read_to_string(server.dir.0.join("access.log")).unwrap_or_default();
+            if log.contains(line) || Instant::now() > until {
+                return log;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let sent_here = logged(&web, "/moved/object.bin");
+    let sent_there = logged(&other, "GET /object.bin");
+    assert!(
+        sent_here.contains("[Basic "),
+        "the credentials were not sent: {sent_here}"
+    );
+    assert!(sent_there.contains("GET /object.bin"), "{sent_there}");
+    assert!(
+        !sent_there.contains("Basic"),
+        "credentials carried to another host: {sent_there}"
+    );
+    // An s3:// URL with credentials is refused without repeating them.
+    let err = engine
+        .open(format!("s3://KEY:{PASSWORD}@bucket/key"))
+        .unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(!err.to_string().contains(PASSWORD), "{err}");
+}
+
+/// A server that gives Last-Modified but no ETag: the object is pinned by its time (every
+/// answer's Last-Modified must be the opened one), so a same-size replacement mid-read is an
+/// error, not the new bytes mixed with the old.
+#[test]
+fn an_object_with_no_etag_replaced_mid_read_is_a_clear_error() {
+    let Some(web) = need(servers::lighttpd_with(
+        servers::Validators::LastModifiedOnly,
+    )) else {
+        return;
+    };
+    let size = 2 << 20;
+    let path = web.dir.0.join("docs/object.bin");
+    std::fs::write(&path, common::content(size, 31)).unwrap();
+    let engine = Engine::builder()
+        .policy("none")
+        .budget(8 << 20)
+        .build()
+        .unwrap();
+    let file = engine.open(format!("{}/object.bin", web.url())).unwrap();
+    assert!(file.unpinned().is_none(), "pinned by Last-Modified");
+    assert!(engine
+        .stats()
+        .fallbacks
+        .iter()
+        .any(|f| f.kind == ahead::engine::FallbackKind::NoETag));
+    read_full(&file, 0, 4096).unwrap();
+    std::thread::sleep(Duration::from_millis(1100)); // a new Last-Modified (to the second)
+    std::fs::write(&path, common::content(size, 32)).unwrap();
+    let err = read_full(&file, 1 << 20, 4096).unwrap_err();
+    assert!(
+        err.to_string().contains("changed since it was opened"),
+        "{err}"
+    );
+}
+
+/// A server that gives neither ETag nor Last-Modified: nothing pins the object but its size.
+/// The open says so (`unpinned`, a fallback in stats); its bytes still read right, and a
+/// change of size is still caught.
+#[test]
+fn an_object_with_neither_etag_nor_last_modified_is_said_unpinned() {
+    let Some(web) = need(servers::lighttpd_with(servers::Validators::Neither)) else {
+        return;
+    };
+    let size = (3 << 20) + 17;
+    let bytes = common::content(size, 33);
+    let path = web.dir.0.join("docs/object.bin");
+    std::fs::write(&path, &bytes).unwrap();
+    let engine = Engine::builder().budget(8 << 20).build().unwrap();
+    let file = engine.open(format!("{}/object.bin", web.url())).unwrap();
+    let why = file.unpinned().expect("nothing to pin it by");
+    assert!(
+        why.contains("no ETag and no Last-Modified") && why.contains("object.bin"),
+        "{why}"
+    );
+    assert!(engine
+        .stats()
+        .fallbacks
+        .iter()
+        .any(|f| f.kind == ahead::engine::FallbackKind::Unpinned));
+    assert_eq!(read_full(&file, 0, size).unwrap(), bytes);
+    // A change of size is still seen.
+    let none = Engine::builder()
+        .policy("none")
+        .budget(8 << 20)
+        .build()
+        .unwrap();
+    let file = none.open(format!("{}/object.bin", web.url())).unwrap();
+    read_full(&file, 0, 4096).unwrap();
+    std::fs::write(&path, common::content(size + 4096, 34)).unwrap();
     let err = read_full(&file, 1 << 20, 4096).unwrap_err();
     assert!(
         err.to_string().contains("changed since it was opened"),

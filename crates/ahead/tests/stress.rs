@@ -1,17 +1,22 @@
 //! Stress: many threads x many files x random patterns x every backend and policy, under a
 //! small budget, with faults injected, every byte checked against `pread(2)`, resident memory
-//! sampled all along. It stops by itself: `AHEAD_STRESS_SECS` seconds in all (default 8, the
+//! sampled all along. Meanwhile a writer changes some of the files (same-size rewrites in
+//! place, truncations, growth, by a writer of its own): their reads are checked against the
+//! versions current while they ran (`common/versioned.rs`), never an older one. It stops by itself: `AHEAD_STRESS_SECS` seconds in all (default 8, the
 //! bounded run CI does; give it 600 for a long run), and a watchdog aborts the process if a
 //! read hangs.
 //!
 //! `AHEAD_STRESS_SECS=600 cargo test --release -p ahead --test stress -- --nocapture`
 
 mod common;
+#[path = "common/versioned.rs"]
+mod versioned;
 use common::{pread, pread_into, rss_bytes};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use versioned::Versioned;
 
 use ahead::engine::{BackendChoice, Engine, Faults};
 use ahead::pattern::SplitMix64;
@@ -20,6 +25,24 @@ const INJECTED: i32 = libc::EBADMSG;
 const BUDGET: u64 = 16 << 20;
 const THREADS: u64 = 8;
 const FILES: u64 = 24;
+/// Of them, the ones the writer changes while they are read.
+const CHANGING: u64 = 4;
+
+/// A file the readers read: one that stays as it is (checked against `pread`), or one the
+/// writer changes (checked against its versions).
+enum Target {
+    Fixed(PathBuf, std::fs::File),
+    Changing(Arc<Versioned>),
+}
+
+impl Target {
+    fn path(&self) -> &Path {
+        match self {
+            Target::Fixed(p, _) => p,
+            Target::Changing(v) => &v.path,
+        }
+    }
+}
 
 /// Files of random sizes (0 to 6 MiB, most not page multiples) and seeded bytes.
 fn make_files() -> Vec<PathBuf> {
@@ -52,8 +75,7 @@ fn make_files() -> Vec<PathBuf> {
 fn reader(
     faulty: bool,
     engine: &Engine,
-    files: &[PathBuf],
-    refs: &[std::fs::File],
+    files: &[Target],
     seed: u64,
     deadline: Instant,
 ) -> (u64, u64) {
@@ -63,7 +85,7 @@ fn reader(
     let (mut reads, mut errors) = (0, 0);
     while Instant::now() < deadline {
         let i = rng.below(files.len() as u64) as usize;
-        let f = engine.open(&files[i]).unwrap();
+        let f = engine.open(files[i].path()).unwrap();
         let size = f.len();
         let max_bs = if rng.below(4) == 0 {
             256 << 10
@@ -75,9 +97,18 @@ fn reader(
         let mut off = rng.below(size + 1);
         for _ in 0..1 + rng.below(64) {
             let len = bs as usize;
-            match f.read_at(&mut buf[..len], off) {
-                Ok(n) => {
-                    let m = pread_into(&refs[i], off, &mut want[..len]);
+            let before = match &files[i] {
+                Target::Changing(v) => v.before_read(),
+                Target::Fixed(..) => 0,
+            };
+            match (f.read_at(&mut buf[..len], off), &files[i]) {
+                (Ok(n), Target::Changing(v)) => {
+                    if let Err(e) = v.check(off, len, &buf[..n], before, v.after_read(), faulty) {
+                        panic!("changing file {i}: read of {len} at {off}: {e}");
+                    }
+                }
+                (Ok(n), Target::Fixed(_, reference)) => {
+                    let m = pread_into(reference, off, &mut want[..len]);
                     let want = &want[..m];
                     // Short only where a fault stopped it (as a read(2) that met an I/O error
                     // after some bytes): never longer, never a wrong byte.
@@ -91,7 +122,7 @@ fn reader(
                         "file {i}: wrong bytes at {off}+{len}"
                     );
                 }
-                Err(e) => {
+                (Err(e), _) => {
                     assert_eq!(e.raw_os_error(), Some(INJECTED), "file {i} at {off}: {e}");
                     errors += 1;
                 }
@@ -108,16 +139,52 @@ fn reader(
     (reads, errors)
 }
 
+/// The writer's changes until `deadline`: every few milliseconds one of the changing files
+/// gets a new version, of the same size (half the time), smaller or larger (within 6 MiB).
+/// Returns how many.
+fn writer(files: &[Target], seed: u64, deadline: Instant) -> u64 {
+    let mut rng = SplitMix64(seed);
+    let changing: Vec<&Arc<Versioned>> = files
+        .iter()
+        .filter_map(|t| match t {
+            Target::Changing(v) => Some(v),
+            Target::Fixed(..) => None,
+        })
+        .collect();
+    let mut changes = 0;
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1 + rng.below(10)));
+        let v = changing[rng.below(changing.len() as u64) as usize];
+        let now = std::fs::metadata(&v.path).unwrap().len();
+        let size = match rng.below(4) {
+            0 | 1 => now,
+            2 => rng.below(now + 1),
+            _ => rng.below(6 << 20),
+        };
+        v.change(size);
+        changes += 1;
+    }
+    changes
+}
+
 #[test]
 fn stress_every_backend_and_policy_under_faults_and_a_small_budget() {
     let secs: f64 = std::env::var("AHEAD_STRESS_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(8.0);
-    let files = make_files();
-    let refs: Vec<std::fs::File> = files
-        .iter()
-        .map(|p| std::fs::File::open(p).unwrap())
+    let files: Vec<Target> = make_files()
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            if (i as u64) >= FILES - CHANGING {
+                let size = std::fs::metadata(&p).unwrap().len();
+                Target::Changing(Arc::new(Versioned::create(p, 500 + i as u64, size)))
+            } else {
+                let f = std::fs::File::open(&p).unwrap();
+                Target::Fixed(p, f)
+            }
+        })
         .collect();
     let combos: Vec<(BackendChoice, &str)> = [
         BackendChoice::URING,
@@ -162,7 +229,7 @@ fn stress_every_backend_and_policy_under_faults_and_a_small_budget() {
         })
     };
 
-    let mut total_reads = 0;
+    let (mut total_reads, mut total_changes) = (0, 0);
     for (k, (backend, policy)) in combos.iter().enumerate() {
         let faults = Faults::new();
         faults.random(
@@ -182,29 +249,36 @@ fn stress_every_backend_and_policy_under_faults_and_a_small_budget() {
             .build()
             .unwrap();
         let deadline = Instant::now() + each;
-        let results: Vec<(u64, u64)> = std::thread::scope(|s| {
+        let (results, changes): (Vec<(u64, u64)>, u64) = std::thread::scope(|s| {
+            let files = &files;
+            let changes = s.spawn(move || writer(files, k as u64, deadline));
             let hs: Vec<_> = (0..THREADS)
                 .map(|t| {
-                    let (engine, files, refs) = (&engine, &files, &refs);
-                    s.spawn(move || reader(true, engine, files, refs, k as u64 * 100 + t, deadline))
+                    let engine = &engine;
+                    s.spawn(move || reader(true, engine, files, k as u64 * 100 + t, deadline))
                 })
                 .collect();
-            hs.into_iter().map(|h| h.join().unwrap()).collect()
+            (
+                hs.into_iter().map(|h| h.join().unwrap()).collect(),
+                changes.join().unwrap(),
+            )
         });
+        total_changes += changes;
         let reads: u64 = results.iter().map(|r| r.0).sum();
         let errors: u64 = results.iter().map(|r| r.1).sum();
         total_reads += reads;
         // Healed: every file reads whole and right, and nothing stays pinned.
         faults.clear();
-        for (i, p) in files.iter().enumerate() {
-            let f = engine.open(p).unwrap();
+        for (i, target) in files.iter().enumerate() {
+            let f = engine.open(target.path()).unwrap();
             let mut chunk = vec![0u8; 256 << 10];
             let mut done = 0u64;
+            let reference = std::fs::File::open(target.path()).unwrap();
             while done < f.len() {
                 let n = f.read_at(&mut chunk, done).unwrap();
                 assert!(n > 0);
                 assert!(
-                    chunk[..n] == pread(&refs[i], done, n)[..],
+                    chunk[..n] == pread(&reference, done, n)[..],
                     "file {i} after healing"
                 );
                 done += n as u64;
@@ -221,7 +295,7 @@ fn stress_every_backend_and_policy_under_faults_and_a_small_budget() {
         );
         assert!(st.resident_pages * 4096 <= BUDGET);
         println!(
-            "stress {backend:?} {policy}: {reads} reads, {errors} injected errors returned, {} faults injected",
+            "stress {backend:?} {policy}: {reads} reads, {errors} injected errors returned, {} faults injected, {changes} changes",
             faults.injected()
         );
         assert!(reads > 0);
@@ -231,7 +305,7 @@ fn stress_every_backend_and_policy_under_faults_and_a_small_budget() {
     finished.store(true, Ordering::Release);
     let peak = peak.load(Ordering::Relaxed);
     println!(
-        "stress: {total_reads} reads in {secs} s, peak resident {} MiB (budget {} MiB)",
+        "stress: {total_reads} reads and {total_changes} changes in {secs} s, peak resident {} MiB (budget {} MiB)",
         peak >> 20,
         BUDGET >> 20
     );

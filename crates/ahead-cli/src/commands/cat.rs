@@ -26,6 +26,7 @@ pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
         .policy(&a.policy)
         .backend(backend)
         .budget(budget)
+        .allow_budget_over_memory(a.budget_over_memory)
         .leases(!a.no_lease);
     if let Some(b) = size_flag("ra-max", &a.ra_max, a.ra_max_kb, 1 << 10)? {
         if b < 1 << 10 {
@@ -39,12 +40,26 @@ pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
         }
         builder = builder.io_max_kb(b >> 10);
     }
+    if crate::stdout_was_closed() {
+        return Err(runtime(
+            "cannot write to stdout: it is closed (Bad file descriptor)",
+        ));
+    }
     let engine = builder.build().map_err(|e| match e.kind() {
         ErrorKind::InvalidInput => usage(e.to_string()),
         _ => runtime(format!("cannot start the engine: {e}")),
     })?;
     let mut out = BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
-    let mut buf = vec![0u8; bs as usize];
+    // Asked of the allocator, not assumed: under a memory limit (ulimit -v) a large --bs is
+    // an error, not an abort.
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(bs as usize).map_err(|_| {
+        runtime(format!(
+            "cannot allocate a read buffer of {} (--bs): not enough memory for this process (ulimit -v?)",
+            a.bs
+        ))
+    })?;
+    buf.resize(bs as usize, 0);
     // Like cat: a file that fails is reported, and the others are still written.
     let mut errors: Vec<String> = Vec::new();
     // No size to read ahead in (a device, a FIFO, a procfs or sysfs file): read plainly to
@@ -53,7 +68,7 @@ pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
     let plain: Vec<bool> = a
         .paths
         .iter()
-        .map(|p| matches!(ahead::engine::sizeless(p), Ok(Some(_))))
+        .map(|p| p == STDIN || matches!(ahead::engine::sizeless(p), Ok(Some(_))))
         .collect();
     let mut opened = engine.open_many(
         a.paths
@@ -63,6 +78,17 @@ pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
             .map(|(p, _)| p.clone()),
     );
     'files: for (path, plain) in a.paths.iter().zip(plain) {
+        if path == STDIN {
+            match copy_stdin(&engine, &mut buf, &mut out) {
+                Ok(()) => {}
+                Err(CopyError::Write(e)) if e.kind() == ErrorKind::BrokenPipe => break 'files,
+                Err(CopyError::Write(e)) => {
+                    return Err(runtime(format!("cannot write to stdout: {e}")))
+                }
+                Err(CopyError::Read(e)) => errors.push(format!("-: {e}")),
+            }
+            continue;
+        }
         if plain {
             match copy_plainly(path, &mut out) {
                 Ok(()) => {}
@@ -81,13 +107,19 @@ pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
                 continue;
             }
         };
+        if let Some(why) = file.unpinned() {
+            eprintln!("warning: {why}");
+        }
         let mut offset = 0u64;
         loop {
             let n = match file.read_at(&mut buf, offset) {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) => {
-                    errors.push(format!("{}: read at byte {offset}: {e}", path.display()));
+                    errors.push(format!(
+                        "{}: read at byte {offset}: {e}",
+                        file.path().display()
+                    ));
                     continue 'files;
                 }
             };
@@ -109,6 +141,9 @@ pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
     drop(out);
     if a.stats {
         eprintln!("{}", engine.stats());
+        if let Some(kib) = ahead::os::peak_rss_kib() {
+            eprintln!("process: peak resident {kib} KiB (VmHWM)");
+        }
     }
     match errors.len() {
         0 => Ok(String::new()),
@@ -122,6 +157,68 @@ pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
                 a.paths.len()
             )))
         }
+    }
+}
+
+/// The name that means the standard input, as for cat.
+const STDIN: &str = "-";
+
+/// The standard input to `out`, from where it stands: through the engine when it is a regular
+/// file (`ahead cat - < big.file`), plainly otherwise (a pipe, a terminal).
+fn copy_stdin(
+    engine: &ahead::Engine,
+    buf: &mut [u8],
+    out: &mut impl std::io::Write,
+) -> Result<(), CopyError> {
+    use std::os::fd::AsFd;
+    let stdin = std::io::stdin();
+    let meta = std::fs::File::from(
+        stdin
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(CopyError::Read)?,
+    )
+    .metadata()
+    .map_err(CopyError::Read)?;
+    if meta.is_file() {
+        let fd = stdin
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(CopyError::Read)?;
+        // SAFETY: lseek on a descriptor this process owns; it only reads the position.
+        let start = unsafe { libc::lseek(std::os::fd::AsRawFd::as_raw_fd(&fd), 0, libc::SEEK_CUR) };
+        if let (Ok(file), true) = (
+            engine.open_fd(fd, STDIN, ahead::engine::OpenOptions::new()),
+            start >= 0,
+        ) {
+            let mut offset = start as u64;
+            loop {
+                let n = match file.read_at(buf, offset) {
+                    Ok(0) => {
+                        // Left where a plain read would leave it: at the end.
+                        // SAFETY: lseek on the standard input, which this process has open.
+                        unsafe {
+                            libc::lseek(libc::STDIN_FILENO, offset as libc::off_t, libc::SEEK_SET)
+                        };
+                        return Ok(());
+                    }
+                    Ok(n) => n,
+                    Err(e) => return Err(CopyError::Read(e)),
+                };
+                out.write_all(&buf[..n]).map_err(CopyError::Write)?;
+                offset += n as u64;
+            }
+        }
+    }
+    let mut lock = stdin.lock();
+    loop {
+        let n = match std::io::Read::read(&mut lock, buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(CopyError::Read(e)),
+        };
+        out.write_all(&buf[..n]).map_err(CopyError::Write)?;
     }
 }
 

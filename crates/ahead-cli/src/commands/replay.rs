@@ -17,6 +17,9 @@ pub(crate) fn cmd_replay(a: ReplayArgs) -> Result<String, Failure> {
     a.model.policies()?;
     let mut out = String::new();
     let (trace, defaults, from) = ahead::kernel::load_for_replay(&a.file).map_err(runtime)?;
+    for note in &trace.notes {
+        eprintln!("note: {note}");
+    }
     let config = a.model.config_with(defaults)?;
     let mut policies = a.model.policies()?;
     if a.windows.is_some() {
@@ -66,6 +69,7 @@ pub(crate) fn cmd_replay(a: ReplayArgs) -> Result<String, Failure> {
     if a.model.json {
         out.push_str(&json_text(&json!({
             "trace": a.file.display().to_string(),
+            "notes": trace.notes,
             "ra_max_pages": config.policy.ra_max_pages,
             "io_max_pages": config.policy.io_max_pages,
             "folio_max_order": config.policy.folio_max_order,

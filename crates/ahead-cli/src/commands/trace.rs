@@ -10,29 +10,87 @@ pub(crate) fn cmd_trace(a: TraceArgs) -> Result<String, Failure> {
         return Err(usage("--drop goes with --kernel"));
     }
     check_output_dir(&a.output)?;
-    if let Some(cmd) = a.command.first() {
-        if !command_exists(cmd) {
-            return Err(runtime(format!(
-                "{cmd}: command not found: give a program to trace, as in `ahead trace -o t.log -- cat FILE`"
-            )));
-        }
-    }
-    let status = ahead::trace::run_strace(&a.output, &a.command).map_err(runtime)?;
-    if !a.output.exists() {
+    check_output_file(&a.output)?;
+    let Some(cmd) = a.command.first() else {
+        return Err(usage(
+            "give a program to trace, as in `ahead trace -o t.log -- cat FILE`",
+        ));
+    };
+    if !command_exists(cmd) {
         return Err(runtime(format!(
-            "strace wrote no log to {}",
-            a.output.display()
+            "{cmd}: command not found: give a program to trace, as in `ahead trace -o t.log -- cat FILE`"
         )));
     }
+    // strace writes to a log of its own; the output gets it after the working directory the
+    // program started in (relative paths in the log are resolved against it), so what strace
+    // cannot write never passes for the trace.
+    let scratch = std::env::temp_dir().join(format!(
+        "ahead-trace-{}-{}.log",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    ));
+    let status = ahead::trace::run_strace(&scratch, &a.command);
+    let log = std::fs::read(&scratch);
+    let _ = std::fs::remove_file(&scratch);
+    let status = status.map_err(runtime)?;
+    let log = log.map_err(|e| {
+        runtime(format!(
+            "strace wrote no log ({e}); its messages, if any, are above"
+        ))
+    })?;
+    let cwd = std::env::current_dir()
+        .map(|d| d.display().to_string())
+        .unwrap_or_default();
+    let mut text = format!("# cwd: {cwd}\n").into_bytes();
+    text.extend_from_slice(&log);
+    std::fs::write(&a.output, &text)
+        .map_err(|e| runtime(format!("cannot write {}: {e}", a.output.display())))?;
+    let lines = log.iter().filter(|&&c| c == b'\n').count();
     eprintln!(
-        "wrote {}; replay it with: ahead replay {}",
+        "wrote {} ({lines} lines of strace); replay it with: ahead replay {}",
         a.output.display(),
         a.output.display()
     );
-    if !status.success() {
-        return Err(runtime(format!("the traced command exited with {status}")));
+    match status.code() {
+        Some(0) => {
+            eprintln!("{cmd} exited with status 0");
+            Ok(String::new())
+        }
+        Some(code) => Err(runtime(format!(
+            "the traced command ({cmd}) exited with status {code}"
+        ))),
+        None => Err(runtime(format!(
+            "the traced command ({cmd}) ended by a signal ({status})"
+        ))),
     }
-    Ok(String::new())
+}
+
+/// The output must be a file ahead can write: not a directory, not a file of procfs, sysfs or
+/// a device (strace would report every write failing, and the trace would be lost).
+pub(crate) fn check_output_file(output: &std::path::Path) -> Result<(), Failure> {
+    if let Ok(meta) = std::fs::metadata(output) {
+        if meta.is_dir() {
+            return Err(usage(format!(
+                "{} is a directory: -o takes the log file's path",
+                output.display()
+            )));
+        }
+        let pseudo = ahead::engine::sizeless(output).ok().flatten().is_some();
+        if !meta.is_file() || pseudo {
+            return Err(usage(format!(
+                "{} is not a regular file to write a log to",
+                output.display()
+            )));
+        }
+    }
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(output)
+        .map(drop)
+        .map_err(|e| runtime(format!("cannot write {}: {e}", output.display())))
 }
 
 pub(crate) fn cmd_trace_kernel(a: TraceArgs) -> Result<String, Failure> {

@@ -107,17 +107,25 @@ fn cat_of_a_few_gib_is_the_file() {
     assert!(st.success(), "ahead cat differs from the file");
 }
 
-/// Run `ahead` with `args`, stdout discarded; return its exit status and peak resident memory
-/// in KiB (wait4's rusage of that one child).
-#[allow(clippy::zombie_processes)] // reaped by wait4 below, which std's Child cannot do
+/// Run `ahead cat --stats` with `args`, stdout discarded; return its exit status and the peak
+/// resident memory it reports of itself, in KiB (`VmHWM`: `wait4`'s `ru_maxrss` of a child
+/// spawned from this test binary starts from the binary's own, tens of MiB while other tests
+/// run).
 fn peak_rss_kib(args: &[&str]) -> (i32, i64) {
-    let child = Command::new(env!("CARGO_BIN_EXE_ahead"))
+    let out = Command::new(env!("CARGO_BIN_EXE_ahead"))
         .args(args)
+        .arg("--stats")
         .stdout(std::process::Stdio::null())
-        .spawn()
+        .output()
         .unwrap();
-    let (code, kib) = ahead::os::wait_with_peak_rss(child).unwrap();
-    (code, kib as i64)
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let kib = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("process: peak resident "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|k| k.parse().ok())
+        .unwrap_or_else(|| panic!("no peak in: {stderr}"));
+    (out.status.code().unwrap_or(-1), kib)
 }
 
 #[test]
@@ -276,4 +284,172 @@ fn cat_of_an_unreadable_file_says_permission_denied() {
     };
     assert_clean_failure(&out, 1, "Permission denied");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A closed stdout is an error (exit 1), as for coreutils' cat, not a silent success: the
+/// Rust runtime would otherwise reopen it on /dev/null before `main`. A full one too.
+#[test]
+fn cat_to_a_closed_or_full_stdout_fails() {
+    let dir = tmpdir("cat-closed");
+    let f = dir.join("f");
+    write_pattern(&f, 100_000);
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "exec '{}' cat '{}' >&-",
+            env!("CARGO_BIN_EXE_ahead"),
+            f.display()
+        ))
+        .output()
+        .unwrap();
+    assert_clean_failure(&out, 1, "stdout");
+    let full = Command::new(env!("CARGO_BIN_EXE_ahead"))
+        .args(["cat", f.to_str().unwrap()])
+        .stdout(std::fs::File::create("/dev/full").unwrap())
+        .output()
+        .unwrap();
+    assert_clean_failure(&full, 1, "No space left");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `ahead cat -` reads the standard input: a file (through the engine, from where its
+/// position stands) or a pipe, between other files, as cat does.
+#[test]
+fn cat_dash_reads_stdin() {
+    use std::io::Write;
+    let dir = tmpdir("cat-stdin");
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    write_pattern(&a, 300_001);
+    write_pattern(&b, 5_000);
+    let (bytes_a, bytes_b) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    let from_file = Command::new(env!("CARGO_BIN_EXE_ahead"))
+        .args([
+            "cat",
+            b.to_str().unwrap(),
+            "-",
+            b.to_str().unwrap(),
+            "--stats",
+        ])
+        .stdin(std::fs::File::open(&a).unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        from_file.status.success(),
+        "{}",
+        String::from_utf8_lossy(&from_file.stderr)
+    );
+    assert!(from_file.stdout == [&bytes_b[..], &bytes_a[..], &bytes_b[..]].concat());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ahead"))
+        .args(["cat", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feed = bytes_a.clone();
+    let writer = std::thread::spawn(move || stdin.write_all(&feed).unwrap());
+    let piped = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert!(piped.status.success());
+    assert!(piped.stdout == bytes_a);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A budget above the machine's RAM is refused with one line saying how much there is,
+/// unless insisted on; under a memory cgroup's limit (root, cgroup v1 here), the cgroup's.
+#[test]
+fn cat_refuses_a_budget_above_the_memory_there_is() {
+    let dir = tmpdir("cat-budget");
+    let f = dir.join("f");
+    write_pattern(&f, 10_000);
+    let out = ahead(&["cat", "--budget", "102400g", f.to_str().unwrap()]);
+    assert_clean_failure(&out, 2, "RAM is");
+    let out = ahead(&[
+        "cat",
+        "--budget",
+        "48g",
+        "--budget-over-memory",
+        f.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout.len(), 10_000);
+    let group = std::path::Path::new("/sys/fs/cgroup/memory")
+        .join(format!("ahead-cli-test-{}", std::process::id()));
+    if std::fs::create_dir(&group).is_err() {
+        eprintln!("skipped the cgroup half: no cgroup v1 memory controller to write (needs root)");
+        return;
+    }
+    std::fs::write(group.join("memory.limit_in_bytes"), "536870912").unwrap();
+    let run = |budget: &str| {
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "echo $$ > '{}/cgroup.procs' && exec '{}' cat --budget {budget} '{}'",
+                group.display(),
+                env!("CARGO_BIN_EXE_ahead"),
+                f.display()
+            ))
+            .output()
+            .unwrap()
+    };
+    let refused = run("1g");
+    let taken = run("256m");
+    let _ = std::fs::remove_dir(&group);
+    assert_clean_failure(&refused, 2, "memory cgroup's limit");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("512 MiB"));
+    assert!(
+        taken.status.success(),
+        "{}",
+        String::from_utf8_lossy(&taken.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--bs 1g` in a process allowed 1 GB of address space: an error, not an abort.
+#[test]
+fn cat_with_a_buffer_larger_than_the_memory_allowed_fails_cleanly() {
+    let dir = tmpdir("cat-ulimit");
+    let f = dir.join("f");
+    write_pattern(&f, 10_000);
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 1000000 && exec '{}' cat --bs 1g '{}'",
+            env!("CARGO_BIN_EXE_ahead"),
+            f.display()
+        ))
+        .output()
+        .unwrap();
+    assert_clean_failure(&out, 1, "cannot allocate a read buffer");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A password in a URL is never printed: not in the error of a server that cannot be reached,
+/// of an s3:// URL (which takes no credentials), nor with --stats.
+#[test]
+fn cat_never_prints_a_password_from_a_url() {
+    const PASSWORD: &str = "S3cretPW-plugh";
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    for url in [
+        format!("http://alice:{PASSWORD}@127.0.0.1:{port}/obj"),
+        format!("s3://KEY:{PASSWORD}@bucket/obj"),
+        format!("https://alice:{PASSWORD}@127.0.0.1:{port}"),
+    ] {
+        let out = ahead(&["cat", "--stats", &url]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{url}: {stderr}");
+        assert!(!stderr.contains(PASSWORD), "{stderr}");
+        assert!(
+            stderr.contains("alice:***@") || stderr.contains("KEY:***@"),
+            "{stderr}"
+        );
+    }
 }

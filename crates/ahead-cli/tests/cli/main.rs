@@ -77,9 +77,17 @@ fn bad_input_fails_cleanly() {
     assert_clean_failure(&ahead(&["replay", &no_reads]), 1, "no reads");
     let bad_line = write(
         "bad.log",
-        "1 openat(AT_FDCWD, \"/a\", O_RDONLY) = 3</a>\n1 read(3</a>, \"\"..., 4096) = 4096\n1 read(3</a>, oops\n",
+        "1 openat(AT_FDCWD, \"/a\", O_RDONLY) = 3</a>\n1 read(3</a>, \"\"..., 4096) = 4096\n1 read(3</a>, oops\n1 close(3</a>) = 0\n",
     );
     assert_clean_failure(&ahead(&["replay", &bad_line]), 1, "line 3");
+    // The same line last: a log cut short, replayed with a note naming the line.
+    let cut = write(
+        "cut.log",
+        "1 openat(AT_FDCWD, \"/a\", O_RDONLY) = 3</a>\n1 read(3</a>, \"\"..., 4096) = 4096\n1 read(3</a>, oops\n",
+    );
+    let out = ahead(&["replay", &cut]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("note: line 3"));
     let bad_csv = write("bad.csv", "file,offset,len\n/a,0,4096\n/a,4096,many\n");
     assert_clean_failure(&ahead(&["replay", &bad_csv]), 1, "line 3");
     std::fs::remove_dir_all(&dir).ok();

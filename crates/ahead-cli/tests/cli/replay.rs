@@ -311,3 +311,134 @@ fn kernel_tracing_as_a_user_says_it_needs_root() {
     .unwrap();
     assert_clean_failure(&out, 1, "root");
 }
+
+/// Traces recorded by hand the ways users record them (plain `strace -o`, `-T`, `-xx`,
+/// `-tt`, a relative path, `dd`'s input dup2'd onto descriptor 0): every read of the file is
+/// counted, all of its bytes, as the program made them.
+#[test]
+fn replay_counts_every_read_of_logs_recorded_by_hand() {
+    if !have_strace() {
+        eprintln!("skipped: strace is not installed (apt-get install strace)");
+        return;
+    }
+    let dir = tmpdir("strace-by-hand");
+    let sub = dir.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    let size = 300_001u64;
+    std::fs::write(dir.join("f"), vec![5u8; size as usize]).unwrap();
+    let runs: [(&str, &[&str], &[&str]); 6] = [
+        ("plain", &[], &["cat", "../f"]),
+        ("T", &["-T"], &["cat", "../f"]),
+        ("xx-y", &["-xx", "-y"], &["cat", "../f"]),
+        ("tt-f", &["-tt", "-f"], &["cat", "../f"]),
+        ("dd", &[], &["dd", "if=../f", "of=/dev/null", "bs=64k"]),
+        (
+            "dd-y-f",
+            &["-y", "-f"],
+            &["dd", "if=../f", "of=/dev/null", "bs=64k"],
+        ),
+    ];
+    for (name, flags, command) in runs {
+        let log = dir.join(format!("{name}.log"));
+        let traced = Command::new("strace")
+            .args(flags)
+            .arg("-o")
+            .arg(&log)
+            .args(command)
+            .current_dir(&sub)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        if !traced.success() {
+            eprintln!("skipped: strace cannot trace here");
+            return;
+        }
+        let out = ahead(&[
+            "replay",
+            log.to_str().unwrap(),
+            "--policy",
+            "none",
+            "--json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let file = v["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| {
+                f["file"]
+                    .as_str()
+                    .is_some_and(|p| p.ends_with("/f") || p == "../f")
+            })
+            .unwrap_or_else(|| panic!("{name}: the file is not in {}", v["files"]));
+        assert_eq!(file["size"], size, "{name}: {file}");
+        let none = &file["results"][0];
+        // Every byte of the file asked for: its pages, all of them.
+        assert_eq!(none["pages_read"], size.div_ceil(4096), "{name}: {none}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `ahead trace` checks its output before it starts, writes the working directory the
+/// program ran in (relative paths resolve against it), and reports the program's own status.
+#[test]
+fn trace_checks_its_output_and_reports_the_programs_status() {
+    if !have_strace() {
+        eprintln!("skipped: strace is not installed (apt-get install strace)");
+        return;
+    }
+    let dir = tmpdir("trace-output");
+    let out = ahead(&["trace", "-o", "/proc/version", "--", "true"]);
+    assert_clean_failure(&out, 2, "not a regular file");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("wrote"));
+    let out = ahead(&["trace", "-o", dir.to_str().unwrap(), "--", "true"]);
+    assert_clean_failure(&out, 2, "is a directory");
+    let log = dir.join("false.log");
+    let out = ahead(&["trace", "-o", log.to_str().unwrap(), "--", "false"]);
+    assert_clean_failure(&out, 1, "(false) exited with status 1");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.starts_with("# cwd: /"), "{text}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Offsets, lengths and sizes no file could hold: one clear line naming the row (or the
+/// pattern), quickly; they aborted or hung the simulator.
+#[test]
+fn sizes_past_what_the_simulator_models_are_one_clear_line() {
+    let dir = tmpdir("huge");
+    for (i, row) in [
+        "/a,9223372036854775807,1",
+        "/a,4611686018427387904,4611686018427387904",
+        "/a,9223372036854771712,4096",
+        "/a,0,9223372036854775807",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let csv = dir.join(format!("huge{i}.csv"));
+        std::fs::write(&csv, format!("file,offset,len\n{row}\n")).unwrap();
+        let started = std::time::Instant::now();
+        let out = ahead(&["replay", csv.to_str().unwrap()]);
+        assert_clean_failure(&out, 1, "line 2");
+        assert!(started.elapsed().as_secs() < 5, "{row}");
+    }
+    for spec in [
+        "seq:size=18446744073709551615",
+        "reverse:size=8388608g",
+        "interleaved:size=99999999g",
+        "seq:size=1g,bs=1",
+        "merge:ways=999999999999",
+    ] {
+        let started = std::time::Instant::now();
+        let out = ahead(&["sim", "--pattern", spec]);
+        assert_clean_failure(&out, 2, "pattern");
+        assert!(started.elapsed().as_secs() < 5, "{spec}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

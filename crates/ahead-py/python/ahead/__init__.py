@@ -23,15 +23,21 @@ import io
 import json
 import os
 import threading
+import warnings
 from typing import Any, Dict, Optional, Union
 
 from . import _ahead
 from ._formats import ParquetReadahead
 
-__all__ = ["Engine", "File", "open", "default_engine", "sim", "replay", "policies"]
+__all__ = ["Engine", "File", "UnpinnedWarning", "open", "default_engine", "sim", "replay", "policies"]
 
 Size = Union[int, str]
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+class UnpinnedWarning(RuntimeWarning):
+    """An object opened with nothing to pin its version by (its server gives neither ETag nor
+    Last-Modified): a same-size replacement while it is read may mix two versions' bytes."""
 
 
 class Engine:
@@ -41,6 +47,8 @@ class Engine:
     policy: ``"adaptive"`` (default), ``"linux-ondemand"``, ``"fixed"``, ``"none"``, ...
     backend: ``"auto"`` (io_uring if it works), ``"uring"``, ``"threads"`` or ``"sync"``.
     direct: read local files with O_DIRECT (past the kernel's page cache) where possible.
+    budget_over_memory: take a budget above the memory this process can have (the machine's
+        RAM or its memory cgroup's limit), which is refused (``ValueError``) otherwise.
     storage_options: settings for remote objects, object_store's keys (``endpoint``,
         ``region``, ``access_key_id``, ``secret_access_key``, ``allow_http``, ...); the
         ``AWS_*`` environment variables are read as AWS tools read them.
@@ -53,9 +61,10 @@ class Engine:
         backend: Optional[str] = None,
         direct: bool = True,
         storage_options: Optional[Dict[str, Any]] = None,
+        budget_over_memory: bool = False,
     ) -> None:
         options = {str(k): _option_text(v) for k, v in (storage_options or {}).items()}
-        self._engine = _ahead.Engine(budget, policy, backend, direct, options or None)
+        self._engine = _ahead.Engine(budget, policy, backend, direct, options or None, budget_over_memory)
         # What a file may ask for ahead from its format's index (_formats): half the budget;
         # and the indexes read so far, by name and size.
         self._format_ahead = self.stats()["budget_bytes"] // 2
@@ -156,6 +165,9 @@ class File(io.RawIOBase):
         self._indexes = indexes
         known = indexes.get((raw.name, self._size)) if indexes is not None else None
         self._format: Optional[ParquetReadahead] = known.fresh() if known else None
+        unpinned = raw.unpinned()
+        if unpinned is not None:
+            warnings.warn(unpinned, UnpinnedWarning, stacklevel=3)
 
     def _observe(self, offset: int, data) -> None:
         """A read of `data` at `offset` happened (the reads call this only while looking for

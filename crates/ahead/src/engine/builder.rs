@@ -81,6 +81,7 @@ pub struct EngineBuilder {
     pub(super) pretouch: bool,
     pub(super) keep_memory: bool,
     pub(super) fault_ahead: bool,
+    pub(super) budget_over_memory: bool,
     pub(super) remote_options: RemoteOptions,
 }
 
@@ -117,15 +118,27 @@ impl Default for EngineBuilder {
             pretouch: false,
             keep_memory: false,
             fault_ahead: true,
+            budget_over_memory: false,
             remote_options: RemoteOptions::default(),
         }
     }
 }
 
 impl EngineBuilder {
-    /// The memory budget in bytes: the most the cache ever holds (default 256 MiB).
+    /// The memory budget in bytes: the most the cache ever holds (default 256 MiB). A budget
+    /// above the memory the process can have (the machine's RAM, or its memory cgroup's
+    /// limit) is refused at [`build`](Self::build), unless
+    /// [`allow_budget_over_memory`](Self::allow_budget_over_memory).
     pub fn budget(mut self, bytes: u64) -> Self {
         self.budget = bytes;
+        self
+    }
+
+    /// Take a budget above the memory the process can have (default off: refused). The cache
+    /// faults memory in as it fills, so such a budget is only reached by reading that much;
+    /// then the system swaps or the cgroup's OOM killer ends the process.
+    pub fn allow_budget_over_memory(mut self, on: bool) -> Self {
+        self.budget_over_memory = on;
         self
     }
 
@@ -314,6 +327,20 @@ impl EngineBuilder {
                     MIN_BUDGET / 1024
                 ),
             ));
+        }
+        if !self.budget_over_memory {
+            if let Some((limit, what)) = crate::os::memory_limit() {
+                if self.budget > limit {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "a memory budget of {} MiB is more than this process can have: {what} is {} MiB; give a smaller budget, or allow it explicitly (ahead cat --budget-over-memory; EngineBuilder::allow_budget_over_memory; Python budget_over_memory=True)",
+                            self.budget >> 20,
+                            limit >> 20
+                        ),
+                    ));
+                }
+            }
         }
         let slots = usize::try_from(self.budget / PAGE_SIZE)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "memory budget too large"))?;

@@ -24,6 +24,14 @@
 //! * **Changes take a shard lock.** Claiming pages for a read, completing it, evicting, and
 //!   markers lock one of [`SHARDS`] mutexes (sixteen consecutive pages of a file share one),
 //!   whose condition variable wakes the readers waiting there.
+//! * **A file that changes.** When a file's contents change under the engine (a writer, a
+//!   truncation: the source says so), every page of it is dropped ([`Cache::invalidate`]),
+//!   those in flight too, and its table's *generation* goes up. A page in flight carries the
+//!   generation its read was claimed in, and a completion lands only on pages that still carry
+//!   its claim: a read issued before a change (which may hold old bytes) is never served
+//!   after it, even when its completion comes after a new read of the same page was claimed.
+//!   The generation is read under the shard lock the change takes to drop the page, so a
+//!   claim either is dropped by the change or carries the new generation.
 //! * **Growth, then eviction.** Slots are handed out from the arena's start: the *frontier*
 //!   moves up one slot at a time while no slot below it is free, so the slots in use stay
 //!   packed at the bottom of the arena and a request's new slots are consecutive. Once the
@@ -56,7 +64,7 @@
 //! transitions in another. (Its tests are in `cache/tests.rs`.)
 
 use std::io;
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
@@ -111,7 +119,8 @@ impl Failure {
 }
 
 /// One page's word: state in bits 0-2, marker bit 3, used bit 4, valid bytes in bits 8-20,
-/// slot in bits 32-63.
+/// and in bits 32-63 the slot of a ready page or the claim of a page in flight (the file's
+/// generation when its read was claimed: see [`PageTable::generation`]).
 mod word {
     pub const ABSENT: u64 = 0;
     pub const IN_FLIGHT: u64 = 1;
@@ -137,6 +146,13 @@ mod word {
     pub fn ready(slot: u32, valid: usize) -> u64 {
         READY | ((valid as u64) << 8) | ((slot as u64) << 32)
     }
+    pub fn in_flight(claim: u32) -> u64 {
+        IN_FLIGHT | ((claim as u64) << 32)
+    }
+    /// Whether `w` is in flight for the read that claimed it as `claim` (its marker aside).
+    pub fn claimed_by(w: u64, claim: u32) -> bool {
+        w & !(MARKER | USED) == in_flight(claim)
+    }
 }
 
 /// A file's page table: one word per page, allocated a chunk at a time.
@@ -146,6 +162,10 @@ pub(crate) struct PageTable {
     chunks: Box<[OnceLock<Box<[AtomicU64]>>]>,
     /// Its pages evicted unused (the file's share of the cache's count).
     wasted_pages: AtomicU64,
+    /// How many times its contents changed under it ([`Cache::invalidate`]). A read is
+    /// claimed with the generation it was claimed in, and lands only if its pages still carry
+    /// that claim: a read begun before a change never lands after it.
+    generation: AtomicU32,
 }
 
 impl PageTable {
@@ -160,6 +180,7 @@ impl PageTable {
             id,
             chunks: (0..n).map(|_| OnceLock::new()).collect(),
             wasted_pages: AtomicU64::new(0),
+            generation: AtomicU32::new(0),
         }
     }
 
@@ -188,6 +209,16 @@ impl PageTable {
         self.get(page)
             .map_or(word::ABSENT, |w| w.load(Ordering::Acquire))
     }
+}
+
+/// Pages claimed for a read ([`Cache::claim_run`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Claimed {
+    pub pages: u64,
+    /// Of them, shadows: pages read again after being evicted unused.
+    pub refaults: u64,
+    /// What the read must carry to land.
+    pub claim: u32,
 }
 
 /// What became of one page a reader wanted.
@@ -400,20 +431,31 @@ pub(crate) struct Cache {
 
 /// `n` atomics, all zero, in memory the system gives untouched (a large zeroed allocation is a
 /// fresh mapping): pages of it are faulted in only as they are written.
-fn zeroed_atomics<T: ZeroIsValid>(n: usize) -> Box<[T]> {
-    let layout = std::alloc::Layout::array::<T>(n).expect("a slot count the arena already holds");
+/// An error, not an abort, where the system refuses the memory (a budget allowed over the
+/// memory there is: `EngineBuilder::allow_budget_over_memory`).
+fn zeroed_atomics<T: ZeroIsValid>(n: usize) -> io::Result<Box<[T]>> {
+    let refused = || {
+        io::Error::new(
+            io::ErrorKind::OutOfMemory,
+            format!(
+                "the system refused {n} slots' bookkeeping ({} bytes each)",
+                size_of::<T>()
+            ),
+        )
+    };
+    let layout = std::alloc::Layout::array::<T>(n).map_err(|_| refused())?;
     if layout.size() == 0 {
-        return (0..n).map(|_| T::ZERO).collect();
+        return Ok((0..n).map(|_| T::ZERO).collect());
     }
     // SAFETY: a layout of non-zero size; the result is checked. (`Box::new_zeroed_slice` does
     // this from Rust 1.92; the crate builds with 1.89.)
     let p = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<T>();
     if p.is_null() {
-        std::alloc::handle_alloc_error(layout);
+        return Err(refused());
     }
     // SAFETY: `n` zeroed `T`s, allocated with the global allocator in the layout `Box<[T]>`
     // frees with; `ZeroIsValid` is implemented only for types whose all-zero bytes are a value.
-    unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)) }
+    Ok(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)) })
 }
 
 /// Types for which all-zero bytes are a valid value.
@@ -489,12 +531,12 @@ impl Cache {
             // Zeroed allocations: the system hands these out untouched, so the per-slot state
             // of slots never used costs no memory either (`SLOT_FREE`, owner 0 and a clear bit
             // are all zero).
-            slot_state: zeroed_atomics(slots),
+            slot_state: zeroed_atomics(slots)?,
             free_below_frontier: AtomicUsize::new(0),
             freed_since_trim: AtomicUsize::new(0),
             frontier: AtomicUsize::new(0),
-            slot_owner: zeroed_atomics(slots),
-            refbit: zeroed_atomics(slots),
+            slot_owner: zeroed_atomics(slots)?,
+            refbit: zeroed_atomics(slots)?,
             shadows: AtomicUsize::new(0),
             counters: CacheCounters::default(),
         })
@@ -622,24 +664,43 @@ impl Cache {
     }
 
     /// Claim the absent pages from `start` on (at most `max` pages, stopping at the first
-    /// cached page) as in flight. Returns how many were claimed (0 if `start` is cached) and how
-    /// many of them were shadows (refaults: thrashing).
-    pub fn claim_run(&self, t: &PageTable, start: u64, max: u64) -> (u64, u64) {
+    /// cached page) as in flight, in the file's current generation. Returns how many were
+    /// claimed (0 if `start` is cached), how many of them were shadows (refaults: thrashing),
+    /// and the claim their read must carry to land ([`Cache::complete`]). A change of the file
+    /// during the claim ends it there: every page of one claim carries one generation.
+    pub fn claim_run(&self, t: &PageTable, start: u64, max: u64) -> Claimed {
         let end = start.saturating_add(max);
         let mut p = start;
-        let mut refaults = 0;
+        let mut claimed = Claimed {
+            pages: 0,
+            refaults: 0,
+            claim: 0,
+        };
         while p < end {
             let ge = group_end(p, end);
             let _g = self.lock(shard_of(t.id, p));
+            // Read under the shard lock: a change bumps the generation before it takes this
+            // lock to drop the group's pages, so a page claimed here either is dropped by that
+            // change or carries the new generation.
+            let generation = t.generation.load(Ordering::Acquire);
+            if p == start {
+                claimed.claim = generation;
+            } else if generation != claimed.claim {
+                break;
+            }
             while p < ge {
                 let Some(w) = t.make(p) else {
-                    return (p - start, refaults);
+                    claimed.pages = p - start;
+                    return claimed;
                 };
                 let v = w.load(Ordering::Acquire);
                 match word::state(v) {
-                    word::IN_FLIGHT | word::READY => return (p - start, refaults),
+                    word::IN_FLIGHT | word::READY => {
+                        claimed.pages = p - start;
+                        return claimed;
+                    }
                     word::SHADOW => {
-                        refaults += 1;
+                        claimed.refaults += 1;
                         self.shadows.fetch_sub(1, Ordering::Relaxed);
                     }
                     word::FAILED => {
@@ -650,15 +711,17 @@ impl Cache {
                     }
                     _ => {}
                 }
-                w.store(word::IN_FLIGHT, Ordering::Release);
+                w.store(word::in_flight(claimed.claim), Ordering::Release);
                 p += 1;
             }
         }
-        (p - start, refaults)
+        claimed.pages = p - start;
+        claimed
     }
 
-    /// Give back claimed pages `[start, end)` that will not be read after all.
-    pub fn unclaim(&self, t: &PageTable, start: u64, end: u64) {
+    /// Give back claimed pages `[start, end)` that will not be read after all (those still
+    /// carrying `claim`).
+    pub fn unclaim(&self, t: &PageTable, start: u64, end: u64, claim: u32) {
         let mut p = start;
         while p < end {
             let ge = group_end(p, end);
@@ -666,7 +729,7 @@ impl Cache {
             let g = self.lock(shard);
             while p < ge {
                 if let Some(w) = t.get(p) {
-                    if word::state(w.load(Ordering::Acquire)) == word::IN_FLIGHT {
+                    if word::claimed_by(w.load(Ordering::Acquire), claim) {
                         w.store(word::ABSENT, Ordering::Release);
                     }
                 }
@@ -781,15 +844,19 @@ impl Cache {
         }
     }
 
-    /// An I/O into `slots` for pages `first..` finished: `Ok(bytes)` or the error. `expected`:
-    /// the bytes the file holds in that range (less than the slots' size at the file's end).
-    /// Pages the read did not fill are left absent (a short read mid-file, say from a file
-    /// truncated meanwhile, caches nothing for them); on error every page is `Failed`.
+    /// An I/O into `slots` for pages `first..`, claimed as `claim`, finished: `Ok(bytes)` or
+    /// the error. `expected`: the bytes the file holds in that range (less than the slots'
+    /// size at the file's end). Pages the read did not fill are left absent (a short read
+    /// mid-file, say from a file truncated meanwhile, caches nothing for them); on error every
+    /// page is `Failed`. A page that no longer carries the claim (the file changed while the
+    /// read was in flight, and the page was dropped, perhaps claimed again by a read of the
+    /// new contents) is left as it is: the read's bytes for it are discarded.
     pub fn complete(
         &self,
         t: &PageTable,
         first: u64,
         slots: &[u32],
+        claim: u32,
         expected: u64,
         result: &io::Result<usize>,
     ) {
@@ -809,7 +876,7 @@ impl Cache {
                 let have = got.saturating_sub(page_start).min(PAGE_SIZE);
                 let w = t
                     .get(p)
-                    .filter(|w| word::state(w.load(Ordering::Acquire)) == word::IN_FLIGHT);
+                    .filter(|w| word::claimed_by(w.load(Ordering::Acquire), claim));
                 match (w, &failure) {
                     (Some(w), None) if have >= want && want > 0 => {
                         self.refbit[s as usize].store(true, Ordering::Relaxed);
@@ -827,7 +894,8 @@ impl Cache {
                         self.free_slot(s);
                     }
                     (w, _) => {
-                        // Short (nothing cached for it), or dropped meanwhile.
+                        // Short (nothing cached for it), or dropped meanwhile (a change: not
+                        // this read's page any more).
                         if let Some(w) = w {
                             w.store(word::ABSENT, Ordering::Release);
                         }
@@ -1012,12 +1080,30 @@ impl Cache {
         Some(Lookup::Copied { n, whole })
     }
 
-    /// Drop the ready pages `[start, end)` (don't-need); pages in flight stay.
+    /// Drop the ready pages `[start, end)` (don't-need); pages in flight stay, as the
+    /// kernel's `POSIX_FADV_DONTNEED` leaves pages under I/O.
     pub fn drop_range(&self, t: &PageTable, start: u64, end: u64) {
+        self.drop_pages(t, start, end, false);
+    }
+
+    /// The file's contents changed: every page of it goes, those in flight too. A read in
+    /// flight may have read the old bytes; the new generation tells its completion that its
+    /// pages are no longer its own, so it lands nothing, and a reader waiting for one of them
+    /// is woken to read it again.
+    pub fn invalidate(&self, t: &PageTable, pages: u64) {
+        // Before any shard lock is taken: a claim made after this walk passes its group reads
+        // the new generation under that lock (see `claim_run`).
+        t.generation.fetch_add(1, Ordering::AcqRel);
+        self.drop_pages(t, 0, pages, true);
+    }
+
+    fn drop_pages(&self, t: &PageTable, start: u64, end: u64, in_flight_too: bool) {
         let mut p = start;
         while p < end {
             let ge = group_end(p, end);
-            let _g = self.lock(shard_of(t.id, p));
+            let shard = shard_of(t.id, p);
+            let g = self.lock(shard);
+            let mut woken = false;
             while p < ge {
                 if let Some(w) = t.get(p) {
                     let v = w.load(Ordering::Acquire);
@@ -1025,6 +1111,11 @@ impl Cache {
                         word::READY => {
                             w.store(word::ABSENT, Ordering::Release);
                             self.free_slot(word::slot(v));
+                        }
+                        word::IN_FLIGHT if in_flight_too => {
+                            // Its slot stays its read's until the read completes.
+                            w.store(word::ABSENT, Ordering::Release);
+                            woken = true;
                         }
                         word::FAILED => {
                             w.store(word::ABSENT, Ordering::Release);
@@ -1041,6 +1132,10 @@ impl Cache {
                     }
                 }
                 p += 1;
+            }
+            drop(g);
+            if woken {
+                self.notify(shard);
             }
         }
         self.slots_freed();

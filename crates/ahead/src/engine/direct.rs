@@ -124,6 +124,7 @@ impl File {
             file: self.data.clone(),
             first_page: offset / PAGE_SIZE,
             slots: Vec::new(),
+            claim: 0,
             expected: len as u64,
             kind: IoKind::Sync,
             // Set again as it is handed to the backend.

@@ -75,7 +75,7 @@ use crate::policy::{AppRead, RaContext};
 use crate::units::{kib_to_pages, Bytes, PAGE_SIZE};
 
 #[cfg(feature = "testing")]
-pub use backend::faults::{Fault, Faults};
+pub use backend::faults::{Fault, Faults, Gate};
 use backend::{Backend, Completer, ReadOp};
 use cache::{Cache, Lookup};
 use source::{Identity, ObjectKey, Source};
@@ -89,6 +89,7 @@ pub use builder::{
 pub use source::local::sizeless;
 #[cfg(feature = "remote")]
 pub use source::remote::ObjectInfo;
+pub use source::url::{check as check_url, redact as redact_url};
 
 /// The registered backends' names, in the order `auto` prefers them (`--engine NAME`,
 /// [`Stats::backend`]).

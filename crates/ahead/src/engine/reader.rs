@@ -196,6 +196,15 @@ impl File {
         self.data.source.path()
     }
 
+    /// Why a change of its contents while it is read might go unseen, where it might: an
+    /// object whose server gives neither ETag nor Last-Modified, so that only a change of size
+    /// is caught ([`FallbackKind::Unpinned`] in `stats()` says the same). `None` for a local
+    /// file (its lease or `fstat` sees every change) and for every object pinned by its ETag or
+    /// Last-Modified.
+    pub fn unpinned(&self) -> Option<&str> {
+        self.data.source.unpinned()
+    }
+
     /// What the engine has measured of the device this file is read from (its block device,
     /// or its object store), as its policy is told: each device has an estimate of its own.
     pub fn device_estimate(&self) -> DeviceEstimate {
@@ -378,17 +387,22 @@ impl File {
         let mut cur = ReadCursor::new(offset, (buf.len() as u64).min(size - offset), called);
         let eof = self.copy_ready(&mut cur, buf);
         let known = PageRange::new(cur.first, cur.page);
-        let read = AppRead {
-            offset: Bytes(offset),
-            len: Bytes(cur.len as u64),
-        };
-        self.with_policy_as(
-            |p, ctx| {
-                ctx.known_cached = known;
-                p.on_read(read, ctx)
-            },
-            matches!(wait, Wait::Block),
-        );
+        // The policy sees the part of the read within the file as its pages were opened: a
+        // file grown since is read past that end by the reader itself (`copy_rest`).
+        let opened_bytes = self.data.pages() * PAGE_SIZE;
+        if offset < opened_bytes {
+            let read = AppRead {
+                offset: Bytes(offset),
+                len: Bytes((cur.len as u64).min(opened_bytes - offset)),
+            };
+            self.with_policy_as(
+                |p, ctx| {
+                    ctx.known_cached = known;
+                    p.on_read(read, ctx)
+                },
+                matches!(wait, Wait::Block),
+            );
+        }
         if eof {
             cur.page = cur.end;
         }
@@ -577,7 +591,7 @@ impl File {
         let d = &self.data;
         d.source.current_size(&mut |event| match event {
             source::Event::Changed(why) => {
-                self.engine.core.cache.drop_range(&d.table, 0, d.pages());
+                self.engine.core.cache.invalidate(&d.table, d.pages());
                 self.engine.give_back_memory();
                 self.engine
                     .note_fallback(Fallback::new(FallbackKind::Changed, why));

@@ -110,6 +110,7 @@ impl CacheAndMeter {
                 &op.file.table,
                 op.first_page,
                 &op.slots,
+                op.claim,
                 op.expected,
                 result,
             );
@@ -211,11 +212,12 @@ impl EngineParts {
             if p >= end {
                 break;
             }
-            let (claimed, refault) = cache.claim_run(&file.table, p, (end - p).min(io_max));
+            let run = cache.claim_run(&file.table, p, (end - p).min(io_max));
+            let claimed = run.pages;
             if claimed == 0 {
                 continue; // another reader claimed it first
             }
-            *refaults += refault;
+            *refaults += run.refaults;
             let mut slots = cache.alloc(file.id, p, claimed as usize, false);
             if sync && wait_for_room && slots.is_empty() {
                 // No room, and a reader waits: send the requests collected so far first (their
@@ -226,7 +228,7 @@ impl EngineParts {
             }
             let n = slots.len() as u64;
             if n < claimed {
-                cache.unclaim(&file.table, p + n, p + claimed);
+                cache.unclaim(&file.table, p + n, p + claimed, run.claim);
             }
             if n == 0 {
                 break; // no room for reading ahead now
@@ -234,7 +236,7 @@ impl EngineParts {
             if let Some(m) = io.marker_page.filter(|&m| m >= p && m < p + n) {
                 cache.set_marker(&file.table, m, true);
             }
-            out.push(self.make_op(file, p, slots, io.kind));
+            out.push(self.make_op(file, p, slots, run.claim, io.kind));
             brought += n;
             p += n;
         }
@@ -314,12 +316,13 @@ impl EngineParts {
         }
     }
 
-    /// The request for pages `first..` of `file` into `slots`.
+    /// The request for pages `first..` of `file` into `slots`, claimed as `claim`.
     pub(super) fn make_op(
         &self,
         file: &Arc<FileData>,
         first: u64,
         slots: Vec<u32>,
+        claim: u32,
         kind: IoKind,
     ) -> ReadOp {
         let arena = self.core.cache.arena();
@@ -348,6 +351,7 @@ impl EngineParts {
                 .saturating_sub(first * PAGE_SIZE)
                 .min(pages * PAGE_SIZE),
             slots,
+            claim,
             kind,
             submitted: Instant::now(),
             queued_behind: 0,

@@ -30,6 +30,10 @@ pub enum FallbackKind {
     Changed,
     /// A remote object without an ETag: a change is told by size and Last-Modified only.
     NoETag,
+    /// A remote object with neither ETag nor Last-Modified: a change is told by its size
+    /// only, so a same-size replacement while it is read may mix two versions' bytes
+    /// ([`File::unpinned`](super::File::unpinned)).
+    Unpinned,
     /// The cache's memory could not be faulted in ahead of its reads
     /// ([`EngineBuilder::fault_ahead`](super::EngineBuilder::fault_ahead)): the reads fault in
     /// their own.

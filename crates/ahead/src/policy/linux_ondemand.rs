@@ -288,6 +288,12 @@ impl Policy for LinuxOndemand {
                     // filemap_create_folio: one page, read synchronously (no tracepoint).
                     ctx.start_io(IoRequest::sync(index, 1));
                 }
+                if !ctx.is_cached(index) {
+                    // The driver could not bring it in (past the end of the file it knows, or
+                    // evicted at once): the reader reads it itself; walking on never spins.
+                    index += 1;
+                    continue;
+                }
             }
             // The read batch runs over present pages and ends at (and includes) a marker.
             while index < last && ctx.is_cached(index) {

@@ -70,6 +70,71 @@ struct ClockHand {
     free_below: usize,
 }
 
+/// Pages per chunk of a file's index: 2^9 = 512.
+const INDEX_CHUNK_SHIFT: u32 = 9;
+const INDEX_CHUNK: usize = 1 << INDEX_CHUNK_SHIFT;
+
+/// One file's pages: the slot of each cached page (`NIL` if none), in chunks of
+/// [`INDEX_CHUNK`] made as pages of them are first cached. A file read only at its far end
+/// costs a pointer per chunk before it (4 MiB at 1 TiB), not a word per page.
+#[derive(Debug, Default)]
+struct PageIndex {
+    chunks: Vec<Option<Box<[u32; INDEX_CHUNK]>>>,
+    /// One past the highest page ever cached (as the kernel's XArray keeps its height).
+    limit: u64,
+}
+
+impl PageIndex {
+    #[inline]
+    fn get(&self, page: u64) -> u32 {
+        match self.chunks.get((page >> INDEX_CHUNK_SHIFT) as usize) {
+            Some(Some(chunk)) => chunk[page as usize & (INDEX_CHUNK - 1)],
+            _ => NIL,
+        }
+    }
+
+    fn set(&mut self, page: u64, slot: u32) {
+        let c = (page >> INDEX_CHUNK_SHIFT) as usize;
+        if slot == NIL && c >= self.chunks.len() {
+            return;
+        }
+        if slot != NIL {
+            self.limit = self.limit.max(page + 1);
+        }
+        if c >= self.chunks.len() {
+            self.chunks.resize_with(c + 1, || None);
+        }
+        let chunk = self.chunks[c].get_or_insert_with(|| Box::new([NIL; INDEX_CHUNK]));
+        chunk[page as usize & (INDEX_CHUNK - 1)] = slot;
+    }
+
+    /// Whether any page in `[start, end)` is cached.
+    fn any_in(&self, start: u64, end: u64) -> bool {
+        let end = end.min(self.limit());
+        let mut p = start;
+        while p < end {
+            let c = (p >> INDEX_CHUNK_SHIFT) as usize;
+            let chunk_end = (((c as u64) + 1) << INDEX_CHUNK_SHIFT).min(end);
+            if let Some(chunk) = &self.chunks[c] {
+                let (from, to) = (
+                    p as usize & (INDEX_CHUNK - 1),
+                    (chunk_end - 1) as usize & (INDEX_CHUNK - 1),
+                );
+                if chunk[from..=to].iter().any(|&s| s != NIL) {
+                    return true;
+                }
+            }
+            p = chunk_end;
+        }
+        false
+    }
+
+    /// One past the highest page ever cached.
+    fn limit(&self) -> u64 {
+        self.limit
+    }
+}
+
 /// The page cache model.
 #[derive(Debug)]
 pub(crate) struct PageCache {
@@ -78,7 +143,7 @@ pub(crate) struct PageCache {
     free: Vec<u32>,
     head: u32, // most recently used
     tail: u32, // least recently used
-    files: Vec<Vec<u32>>,
+    files: Vec<PageIndex>,
     len: usize,
     /// `Some` under [`Eviction::Clock`]: then the LRU list is not kept.
     clock: Option<ClockHand>,
@@ -124,7 +189,7 @@ impl PageCache {
 
     /// Register a file; its pages are looked up by index from then on.
     pub(crate) fn add_file(&mut self) -> u32 {
-        self.files.push(Vec::new());
+        self.files.push(PageIndex::default());
         (self.files.len() - 1) as u32
     }
 
@@ -138,10 +203,7 @@ impl PageCache {
 
     #[inline]
     fn slot_of(&self, file: u32, page: u64) -> u32 {
-        match self.files[file as usize].get(page as usize) {
-            Some(&s) => s,
-            None => NIL,
-        }
+        self.files[file as usize].get(page)
     }
 
     #[inline]
@@ -225,7 +287,7 @@ impl PageCache {
     /// Slot `s` no longer holds its page: the page is gone from its file's index.
     fn vacate(&mut self, s: u32) -> Evicted {
         let slot = self.slots[s as usize];
-        self.files[slot.file as usize][slot.page as usize] = NIL;
+        self.files[slot.file as usize].set(slot.page, NIL);
         self.slots[s as usize].file = NIL;
         self.len -= 1;
         Evicted {
@@ -332,11 +394,7 @@ impl PageCache {
                 (self.slots.len() - 1) as u32
             }
         };
-        let table = &mut self.files[file as usize];
-        if table.len() <= page as usize {
-            table.resize(page as usize + 1, NIL);
-        }
-        table[page as usize] = s;
+        self.files[file as usize].set(page, s);
         if self.clock.is_none() {
             self.push_front(s);
         }
@@ -406,13 +464,11 @@ impl super::xarray::FolioMap for FileFolios<'_> {
     }
 
     fn any_cached(&self, start: u64, len: u64) -> bool {
-        let table = &self.cache.files[self.file as usize];
-        let end = (start.saturating_add(len)).min(table.len() as u64);
-        (start..end).any(|p| table[p as usize] != NIL)
+        self.cache.files[self.file as usize].any_in(start, start.saturating_add(len))
     }
 
     fn index_limit(&self) -> u64 {
-        self.cache.files[self.file as usize].len() as u64
+        self.cache.files[self.file as usize].limit()
     }
 }
 

@@ -160,16 +160,45 @@ pub fn versitygw(buckets: &[&str]) -> Result<Server, String> {
 
 /// lighttpd serving a fresh directory (its `dir.0/docs`), as the test user.
 pub fn lighttpd() -> Result<Server, String> {
-    lighttpd_serving(false)
+    lighttpd_serving(false, Validators::Both)
 }
 
 /// lighttpd serving HTTPS (its TLS module) with a self-signed certificate made here for
 /// 127.0.0.1: at `https://{addr}`.
 pub fn lighttpd_https() -> Result<Server, String> {
-    lighttpd_serving(true)
+    lighttpd_serving(true, Validators::Both)
 }
 
-fn lighttpd_serving(tls: bool) -> Result<Server, String> {
+/// What lighttpd tells of a file's version: ETag and Last-Modified (its default), or less,
+/// as some servers do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Validators {
+    Both,
+    LastModifiedOnly,
+    Neither,
+}
+
+/// lighttpd serving HTTP with only the `validators` given.
+pub fn lighttpd_with(validators: Validators) -> Result<Server, String> {
+    lighttpd_serving(false, validators)
+}
+
+/// lighttpd serving HTTP with `extra(dir, port)` added to its configuration (modules with
+/// `server.modules += ( ... )`): `dir` is its scratch directory (documents in `dir/docs`),
+/// `port` the one it listens on.
+pub fn lighttpd_configured(extra: impl Fn(&Path, u16) -> String) -> Result<Server, String> {
+    lighttpd_conf(false, Validators::Both, extra)
+}
+
+fn lighttpd_serving(tls: bool, validators: Validators) -> Result<Server, String> {
+    lighttpd_conf(tls, validators, |_, _| String::new())
+}
+
+fn lighttpd_conf(
+    tls: bool,
+    validators: Validators,
+    extra: impl Fn(&Path, u16) -> String,
+) -> Result<Server, String> {
     let bin = tool("lighttpd")?;
     let dir = Scratch::new("lighttpd");
     let docs = dir.0.join("docs");
@@ -217,9 +246,17 @@ fn lighttpd_serving(tls: bool) -> Result<Server, String> {
              ssl.pemfile = \"{}\"\n",
             pem.display()
         );
+    } else if validators == Validators::Neither {
+        conf += "server.modules = ( \"mod_setenv\" )\n\
+                 setenv.set-response-header = ( \"Last-Modified\" => \"\" )\n";
     } else {
         conf += "server.modules = ( )\n";
     }
+    if validators != Validators::Both {
+        // No stat cache either: a file replaced is served as it is now, size and all.
+        conf += "static-file.etags = \"disable\"\nserver.stat-cache-engine = \"disable\"\n";
+    }
+    conf += &extra(&dir.0, port);
     let path = dir.0.join("lighttpd.conf");
     std::fs::write(&path, conf).unwrap();
     let mut command = Command::new(bin);

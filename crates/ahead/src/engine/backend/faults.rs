@@ -5,7 +5,10 @@
 //! A request is matched by file (or any file) and byte range: a request that overlaps a rule's
 //! range gets its fault. `Fail` completes it with the rule's errno without reading; `Short`
 //! reads it but reports only the bytes before the range (a read that stops early, as one
-//! racing a truncation does); `Delay` holds it back before it reaches the wrapped backend.
+//! racing a truncation does); `Delay` holds it back before it reaches the wrapped backend;
+//! `Hold` reads it at once and holds its completion until the test opens a [`Gate`] (a read
+//! whose bytes are of one moment and which lands at a later one, whatever happened between:
+//! how a test makes a race happen every time instead of one run in six).
 //! Rules may fire a limited number of times, and [`Faults::clear`] heals the disk at once, so
 //! a test can check that a retry after the fault succeeds. Random faults draw from a seeded
 //! generator: the same seed, the same faults for the same requests in the same order.
@@ -14,14 +17,14 @@ use std::io;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{Backend, Completer, FileData, ReadOp};
 use crate::pattern::SplitMix64;
 
 /// What happens to a request a rule matches.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Fault {
     /// Fail with this errno (`libc::EIO`, ...), reading nothing.
     Fail(i32),
@@ -29,6 +32,95 @@ pub enum Fault {
     Short,
     /// Reach the device this much later.
     Delay(Duration),
+    /// Read now; complete only once the gate is open. Under `sync` (and for a read a reader
+    /// waits for) the thread that reads waits at the gate; under the asynchronous backends
+    /// the completion waits in the injector's own thread, ahead of anything delayed after it.
+    Hold(Gate),
+}
+
+/// Where [`Fault::Hold`] keeps completions until a test lets them go. Clones are one gate.
+#[derive(Clone, Debug, Default)]
+pub struct Gate {
+    inner: Arc<(Mutex<GateState>, Condvar)>,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    open: bool,
+    /// Requests read and held (or read and passed, once open).
+    held: u64,
+    /// Of them, completed.
+    landed: u64,
+}
+
+impl PartialEq for Gate {
+    fn eq(&self, other: &Gate) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+impl Eq for Gate {}
+
+impl Gate {
+    /// A closed gate.
+    pub fn new() -> Gate {
+        Gate::default()
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, GateState> {
+        self.inner.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Let every held completion go, and every later one through.
+    pub fn open(&self) {
+        self.state().open = true;
+        self.inner.1.notify_all();
+    }
+
+    /// Requests read so far at this gate.
+    pub fn held(&self) -> u64 {
+        self.state().held
+    }
+
+    /// Of them, the ones completed (reported to the engine).
+    pub fn landed(&self) -> u64 {
+        self.state().landed
+    }
+
+    /// Wait until `pred` holds of (held, landed), or `timeout` passes: whether it held.
+    pub fn wait_for(&self, timeout: Duration, pred: impl Fn(u64, u64) -> bool) -> bool {
+        let until = Instant::now() + timeout;
+        let mut st = self.state();
+        while !pred(st.held, st.landed) {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            st = self
+                .inner
+                .1
+                .wait_timeout(st, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        true
+    }
+
+    fn note_read(&self) {
+        self.state().held += 1;
+        self.inner.1.notify_all();
+    }
+
+    fn wait_open(&self) {
+        let mut st = self.state();
+        while !st.open {
+            st = self.inner.1.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn note_landed(&self) {
+        self.state().landed += 1;
+        self.inner.1.notify_all();
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -137,7 +229,7 @@ impl Faults {
             if let Some(n) = &mut r.left {
                 *n -= 1;
             }
-            Some((r.fault, r.bytes.start.saturating_sub(offset)))
+            Some((r.fault.clone(), r.bytes.start.saturating_sub(offset)))
         } else if let Some((r, rng)) = &mut s.random {
             let x = rng.below(1_000_000);
             if x < r.fail_ppm {
@@ -160,8 +252,11 @@ impl Faults {
     }
 }
 
-/// A request held back, and when it may go.
-type Delayed = (Instant, Box<ReadOp>);
+/// A request held back, and when it may go; or one read, whose completion waits at a gate.
+enum Delayed {
+    Submit(Instant, Box<ReadOp>),
+    Complete(Gate, Box<ReadOp>, io::Result<usize>),
+}
 
 /// The wrapper. See the module comment.
 pub(crate) struct FaultBackend {
@@ -183,13 +278,23 @@ impl FaultBackend {
         let inner: Arc<dyn Backend> = Arc::from(inner);
         let (tx, rx) = mpsc::channel::<Delayed>();
         let late = inner.clone();
+        let late_completer = completer.clone();
         let delay_thread = std::thread::Builder::new()
             .name("ahead-fault-delay".into())
             .spawn(move || {
                 // Ends when the backend (and its sender) is dropped.
-                for (at, op) in rx {
-                    std::thread::sleep(at.saturating_duration_since(Instant::now()));
-                    late.submit(op);
+                for delayed in rx {
+                    match delayed {
+                        Delayed::Submit(at, op) => {
+                            std::thread::sleep(at.saturating_duration_since(Instant::now()));
+                            late.submit(op);
+                        }
+                        Delayed::Complete(gate, op, result) => {
+                            gate.wait_open();
+                            late_completer.complete(op, result);
+                            gate.note_landed();
+                        }
+                    }
                 }
             })?;
         Ok(FaultBackend {
@@ -199,6 +304,14 @@ impl FaultBackend {
             delayed: Mutex::new(Some(tx)),
             delay_thread: Some(delay_thread),
         })
+    }
+
+    /// Hand `late` to the delay thread; back if it is gone.
+    fn send_late(&self, late: Delayed) -> Result<(), Delayed> {
+        match &*self.delayed.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(tx) => tx.send(late).map_err(|mpsc::SendError(l)| l),
+            None => Err(late),
+        }
     }
 
     fn pick(&self, op: &ReadOp) -> Option<(Fault, u64)> {
@@ -245,13 +358,28 @@ impl Backend for FaultBackend {
                     self.inner.submit(op);
                     return;
                 }
-                let sent = match &*self.delayed.lock().unwrap_or_else(|p| p.into_inner()) {
-                    Some(tx) => tx.send((Instant::now() + d, op)),
-                    None => Err(mpsc::SendError((Instant::now(), op))),
-                };
-                if let Err(mpsc::SendError((_, op))) = sent {
+                if let Err(Delayed::Submit(_, op)) =
+                    self.send_late(Delayed::Submit(Instant::now() + d, op))
+                {
                     // The delay thread is gone: submit it now rather than lose it.
                     self.inner.submit(op);
+                }
+            }
+            Some((Fault::Hold(gate), _)) => {
+                let result = self.inner.read_now(&op);
+                gate.note_read();
+                if !self.inner.is_async() {
+                    gate.wait_open();
+                    self.completer.complete(op, result);
+                    gate.note_landed();
+                    return;
+                }
+                if let Err(Delayed::Complete(gate, op, result)) =
+                    self.send_late(Delayed::Complete(gate, op, result))
+                {
+                    gate.wait_open();
+                    self.completer.complete(op, result);
+                    gate.note_landed();
                 }
             }
         }
@@ -265,6 +393,13 @@ impl Backend for FaultBackend {
             Some((Fault::Delay(d), _)) => {
                 std::thread::sleep(d);
                 self.inner.read_now(op)
+            }
+            Some((Fault::Hold(gate), _)) => {
+                let result = self.inner.read_now(op);
+                gate.note_read();
+                gate.wait_open();
+                gate.note_landed();
+                result
             }
         }
     }

@@ -78,6 +78,9 @@ pub(crate) struct ReadOp {
     pub file: Arc<FileData>,
     pub first_page: u64,
     pub slots: Vec<u32>,
+    /// The claim its pages carry (`Cache::claim_run`): it lands only on pages that still carry
+    /// it, so a read begun before the file changed is never served after.
+    pub claim: u32,
     /// Bytes the file holds in this range when it was opened (less than the slots at its end).
     pub expected: u64,
     /// Whether a reader is waiting for it (read in that reader's thread) or it reads ahead.

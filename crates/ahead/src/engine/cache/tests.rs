@@ -3,8 +3,8 @@
 use super::*;
 
 fn ready(cache: &Cache, t: &PageTable, first: u64, n: usize, result: io::Result<usize>) {
-    let (claimed, _) = cache.claim_run(t, first, n as u64);
-    assert_eq!(claimed, n as u64);
+    let run = cache.claim_run(t, first, n as u64);
+    assert_eq!(run.pages, n as u64);
     let slots = cache.alloc(t.id, first, n, true);
     assert_eq!(slots.len(), n);
     for (i, &s) in slots.iter().enumerate() {
@@ -13,7 +13,7 @@ fn ready(cache: &Cache, t: &PageTable, first: u64, n: usize, result: io::Result<
             std::ptr::write_bytes(cache.arena().slot_ptr(s), (i as u8).wrapping_add(1), PAGE)
         };
     }
-    cache.complete(t, first, &slots, (n * PAGE) as u64, &result);
+    cache.complete(t, first, &slots, run.claim, (n * PAGE) as u64, &result);
 }
 
 fn read(cache: &Cache, t: &PageTable, page: u64, buf: &mut [u8]) -> Lookup {
@@ -71,7 +71,8 @@ fn eviction_keeps_to_the_slots_and_remembers_unused_pages() {
     assert_eq!(cache.counters.wasted_pages.load(Ordering::Relaxed), 1);
     let evicted = (0..8).find(|&p| !cache.is_cached(&t, p)).unwrap();
     // Reading it again is a refault.
-    assert_eq!(cache.claim_run(&t, evicted, 1), (1, 1));
+    let run = cache.claim_run(&t, evicted, 1);
+    assert_eq!((run.pages, run.refaults), (1, 1));
 }
 
 #[test]
@@ -88,6 +89,92 @@ fn a_copy_raced_by_an_eviction_is_discarded() {
     assert!(matches!(read(&cache, &t, 0, &mut buf), Lookup::Absent));
 }
 
+/// Fill `slots` with `byte` and complete them as pages `first..` under `claim`.
+fn land(cache: &Cache, t: &PageTable, first: u64, slots: &[u32], claim: u32, byte: u8) {
+    for &s in slots {
+        // SAFETY: the slots were allocated to this test's read and are in flight.
+        unsafe { std::ptr::write_bytes(cache.arena().slot_ptr(s), byte, PAGE) };
+    }
+    let len = slots.len() * PAGE;
+    cache.complete(t, first, slots, claim, len as u64, &Ok(len));
+}
+
+/// A read claimed before the file changed completes after the change, and after a read of the
+/// new contents claimed the same pages: its old bytes land nowhere, and the new read's do.
+/// Either order of the two completions gives the new bytes.
+#[test]
+fn a_read_claimed_before_a_change_never_lands_after_it() {
+    for new_first in [false, true] {
+        let cache = Cache::new(16).unwrap();
+        let t = cache.table(1, 8);
+        let old = cache.claim_run(&t, 0, 4);
+        let old_slots = cache.alloc(1, 0, 4, true);
+        assert_eq!(old.pages, 4);
+        // The file changes: every page goes, those in flight too.
+        cache.invalidate(&t, 8);
+        assert!(
+            !cache.is_cached(&t, 0),
+            "a page in flight outlived the change"
+        );
+        let new = cache.claim_run(&t, 0, 4);
+        assert_eq!(
+            new.pages, 4,
+            "the pages are claimed again for the new contents"
+        );
+        assert_ne!(new.claim, old.claim);
+        let new_slots = cache.alloc(1, 0, 4, true);
+        if new_first {
+            land(&cache, &t, 0, &new_slots, new.claim, b'N');
+            land(&cache, &t, 0, &old_slots, old.claim, b'O');
+        } else {
+            land(&cache, &t, 0, &old_slots, old.claim, b'O');
+            land(&cache, &t, 0, &new_slots, new.claim, b'N');
+        }
+        for p in 0..4 {
+            let mut buf = [0u8; 16];
+            match read(&cache, &t, p, &mut buf) {
+                Lookup::Copied { n: 16, .. } => assert_eq!(buf, [b'N'; 16], "page {p}"),
+                _ => panic!("page {p} not ready"),
+            }
+        }
+        // The old read's slots are free again, not leaked.
+        assert_eq!(cache.resident_pages(), 4);
+    }
+}
+
+/// A reader waiting for a page in flight when the file changes is woken and finds it absent
+/// (to read it again), rather than waiting for the old read.
+#[test]
+fn a_reader_waiting_on_a_page_dropped_by_a_change_is_woken() {
+    let cache = Arc::new(Cache::new(16).unwrap());
+    let t = cache.table(1, 8);
+    let old = cache.claim_run(&t, 0, 1);
+    assert_eq!(old.pages, 1);
+    let waiter = {
+        let (cache, t) = (cache.clone(), t.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 8];
+            matches!(read(&cache, &t, 0, &mut buf), Lookup::Absent)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(20));
+    cache.invalidate(&t, 8);
+    assert!(waiter.join().unwrap(), "the waiter saw the old read's page");
+}
+
+/// Don't-need advice leaves pages in flight, as the kernel's does.
+#[test]
+fn dont_need_leaves_pages_in_flight() {
+    let cache = Cache::new(16).unwrap();
+    let t = cache.table(1, 8);
+    let run = cache.claim_run(&t, 0, 2);
+    let slots = cache.alloc(1, 0, 2, true);
+    cache.drop_range(&t, 0, 8);
+    assert!(cache.is_in_flight(&t, 0));
+    land(&cache, &t, 0, &slots, run.claim, 7);
+    assert!(cache.is_cached(&t, 1));
+}
+
 /// Hit speed against a bare copy: `cargo test --release -p ahead --lib hit_speed --
 /// --ignored --nocapture`.
 #[test]
@@ -97,10 +184,10 @@ fn hit_speed() {
     let cache = Cache::new(n).unwrap();
     let t = cache.table(1, n as u64);
     for p in (0..n as u64).step_by(256) {
-        let (c, _) = cache.claim_run(&t, p, 256);
-        let slots = cache.alloc(1, p, c as usize, true);
+        let run = cache.claim_run(&t, p, 256);
+        let slots = cache.alloc(1, p, run.pages as usize, true);
         let len = slots.len() * PAGE;
-        cache.complete(&t, p, &slots, len as u64, &Ok(len));
+        cache.complete(&t, p, &slots, run.claim, len as u64, &Ok(len));
     }
     let mut buf = vec![0u8; PAGE];
     let mut stall = Duration::ZERO;

@@ -29,10 +29,13 @@ pub(crate) const REGISTERED: super::Registered = super::Registered {
 pub(crate) struct LocalFile {
     fd: OwnedFd,
     path: PathBuf,
-    /// Size and modification time (ns) at the last read's check: a change means the file was
-    /// truncated, extended or written while open, and its cached pages are dropped.
+    /// Size, modification and change times (ns) at the last read's check: a change of any
+    /// means the file was truncated, extended or written while open, and its cached pages are
+    /// dropped. The change time too, because a writer can set the modification time back
+    /// (`touch -r`, `rsync --inplace`) and nobody can set the change time.
     live_size: AtomicU64,
     live_mtime_ns: AtomicI64,
+    live_ctime_ns: AtomicI64,
     /// The read lease that spares a read the `fstat` (see [`Lease`]).
     lease: Lease,
     /// Read with `O_DIRECT`.
@@ -113,13 +116,19 @@ fn with_path(path: &Path, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{}: {e}{hint}", path.display()))
 }
 
-/// The size in bytes and modification time in ns of an open file, as they are now.
-fn size_and_mtime(fd: &OwnedFd) -> io::Result<(u64, i64)> {
+/// The size in bytes and modification and change times in ns of an open file, as they are
+/// now.
+fn size_and_times(fd: &OwnedFd) -> io::Result<(u64, i64, i64)> {
     let st = os::fstat(fd.as_fd())?;
-    Ok((
-        st.st_size as u64,
-        st.st_mtime.saturating_mul(1_000_000_000) + st.st_mtime_nsec,
-    ))
+    Ok((st.st_size as u64, mtime_ns(&st), ctime_ns(&st)))
+}
+
+fn mtime_ns(st: &libc::stat) -> i64 {
+    st.st_mtime.saturating_mul(1_000_000_000) + st.st_mtime_nsec
+}
+
+fn ctime_ns(st: &libc::stat) -> i64 {
+    st.st_ctime.saturating_mul(1_000_000_000) + st.st_ctime_nsec
 }
 
 /// Filesystems whose files make their content when read (procfs, sysfs, debugfs, tracefs,
@@ -249,7 +258,7 @@ fn opened(
         ));
     }
     let size = st.st_size as u64;
-    let mtime_ns = st.st_mtime.saturating_mul(1_000_000_000) + st.st_mtime_nsec;
+    let mtime_ns = mtime_ns(&st);
     Ok(Opened {
         identity: Identity {
             object: ObjectKey::Inode {
@@ -264,6 +273,7 @@ fn opened(
             path: path.to_path_buf(),
             live_size: AtomicU64::new(size),
             live_mtime_ns: AtomicI64::new(mtime_ns),
+            live_ctime_ns: AtomicI64::new(ctime_ns(&st)),
             lease,
             direct: buffered_because.is_none(),
             limits: OnceLock::new(),
@@ -457,18 +467,21 @@ impl LocalFile {
         Ok(size)
     }
 
-    /// One `fstat`: if the size or modification time changed since the last check, the file's
-    /// cached pages go.
+    /// One `fstat`: if the size, modification or change time changed since the last check,
+    /// the file's cached pages go. (Since Linux 6.13 a write after an `fstat` gets a
+    /// fine-grained time, so two writes a check apart never share one.)
     fn size_check(&self, events: &mut dyn FnMut(Event)) -> io::Result<u64> {
         events(Event::SizeChecked);
-        let (size, mtime) = size_and_mtime(&self.fd)?;
-        let (was, was_mtime) = (
+        let (size, mtime, ctime) = size_and_times(&self.fd)?;
+        let (was, was_mtime, was_ctime) = (
             self.live_size.load(Ordering::Acquire),
             self.live_mtime_ns.load(Ordering::Acquire),
+            self.live_ctime_ns.load(Ordering::Acquire),
         );
-        if size != was || mtime != was_mtime {
+        if size != was || mtime != was_mtime || ctime != was_ctime {
             self.live_size.store(size, Ordering::Release);
             self.live_mtime_ns.store(mtime, Ordering::Release);
+            self.live_ctime_ns.store(ctime, Ordering::Release);
             events(Event::Changed(format!(
                 "{}: changed while open (size {was} -> {size} bytes): its cached pages were dropped",
                 self.path.display()

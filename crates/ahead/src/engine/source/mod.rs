@@ -24,6 +24,7 @@ pub(crate) mod local;
 pub(crate) mod remote;
 #[cfg(test)]
 mod tests;
+pub(crate) mod url;
 
 use std::io;
 use std::os::fd::BorrowedFd;
@@ -135,6 +136,11 @@ pub(crate) trait Source: Send + Sync {
     /// Bytes of page `page` from byte `from` on, into `dst`, past the cache: for a read that
     /// keeps finding its page evicted.
     fn read_page_uncached(&self, page: u64, from: usize, dst: &mut [u8]) -> io::Result<usize>;
+    /// Why a change of its contents while it is read may go unseen, if it may (a remote
+    /// object with neither ETag nor Last-Modified to pin it by).
+    fn unpinned(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// Open `name` with the first kind of source that claims it.

@@ -15,8 +15,12 @@
 //!
 //! **Pinned to what was opened.** Opening asks the store for the object's metadata (a HEAD):
 //! its size, and its ETag (or, where the store gives none, its Last-Modified). Every GET then
-//! carries `If-Match` with that ETag, so a changed object fails the next read with a clear
-//! error instead of mixing two versions in the cache. A GET whose body is shorter than the
+//! carries `If-Match` with that ETag (or `If-Unmodified-Since` with that time), and every
+//! answer's ETag (or Last-Modified) and size must be the opened ones, so a changed object fails
+//! the next read with a clear error instead of mixing two versions in the cache. A server that
+//! gives neither (some plain web servers) leaves nothing to pin but the size: a same-size
+//! replacement mid-read goes unseen, which the open says once ([`FallbackKind::Unpinned`],
+//! `File::unpinned`; `ahead cat` warns, Python too). A GET whose body is shorter than the
 //! range asked for (before the object's end) is an error, never short data: nothing
 //! half-received enters the cache, since the engine only marks a request's pages cached when
 //! its read succeeded in full.
@@ -51,7 +55,7 @@ use object_store::{
     ObjectStoreExt, RetryConfig,
 };
 
-use super::{Event, Identity, Limits, ObjectKey, OpenSettings, Opened, Registered, Source};
+use super::{url, Event, Identity, Limits, ObjectKey, OpenSettings, Opened, Registered, Source};
 use crate::engine::backend::ReadOp;
 use crate::engine::{Fallback, FallbackKind};
 use crate::units::PAGE_SIZE;
@@ -65,11 +69,7 @@ pub(crate) const REGISTERED: Registered = Registered {
 };
 
 fn claims(name: &Path) -> bool {
-    name.to_str().is_some_and(|s| {
-        ["s3://", "http://", "https://"]
-            .iter()
-            .any(|scheme| s.starts_with(scheme))
-    })
+    name.to_str().and_then(url::Scheme::of).is_some()
 }
 
 /// The largest GET, in KiB: S3's guidance for ranged GETs (8-16 MiB) and mountpoint-s3's part.
@@ -144,28 +144,34 @@ fn install_tls_provider() {
 }
 
 fn open(name: &Path, settings: &OpenSettings) -> io::Result<Opened> {
-    let (store, location) = store_and_location(name, settings.remote_options, false)?;
-    open_object(name.to_path_buf(), store, location)
+    let url = parsed(name, false)?;
+    let (store, location) = store_and_location(&url, settings.remote_options)?;
+    open_object(PathBuf::from(&url.shown), store, location)
 }
 
-/// The store `name` is in (built, or shared with earlier opens) and its place there. With
-/// `prefix`, an `s3://bucket` or `s3://bucket/prefix/` without a key is allowed (a listing).
+/// `name` taken apart as an object URL, or an error that names it (its password hidden).
+fn parsed(name: &Path, prefix: bool) -> io::Result<url::ObjectUrl> {
+    let text = name.to_str().ok_or_else(|| bad_url(name, "not UTF-8"))?;
+    url::parse(text, prefix).map_err(|why| bad_url(name, &why))
+}
+
+/// The store `url` is in (built, or shared with earlier opens) and its place there.
 fn store_and_location(
-    name: &Path,
+    url: &url::ObjectUrl,
     remote_options: &[(String, String)],
-    prefix: bool,
 ) -> io::Result<(Arc<dyn ObjectStore>, ObjectPath)> {
     install_tls_provider();
-    let text = name.to_str().ok_or_else(|| bad_url(name, "not UTF-8"))?;
+    let name = Path::new(&url.shown);
     let (retry, options) = retry_config(name, remote_options)?;
-    Ok(if let Some(rest) = text.strip_prefix("s3://") {
-        let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
-        if bucket.is_empty() || key.is_empty() && !prefix {
-            return Err(bad_url(name, "expected s3://bucket/key"));
-        }
-        let store = shared_store(format!("s3://{bucket}"), remote_options, || {
+    // The credentials of an HTTP URL are part of what a store is built from.
+    let place = match &url.credentials {
+        Some((user, password)) => format!("{} as {user}:{password}", url.place),
+        None => url.place.clone(),
+    };
+    Ok(if url.scheme == url::Scheme::S3 {
+        let store = shared_store(place, remote_options, || {
             let mut builder = AmazonS3Builder::from_env()
-                .with_bucket_name(bucket)
+                .with_bucket_name(&url.authority)
                 .with_retry(retry.clone());
             let mut endpoint = std::env::var("AWS_ENDPOINT_URL").ok();
             for (key, value) in options.iter() {
@@ -184,32 +190,43 @@ fn store_and_location(
                 .map_err(|e| store_error(name, "cannot reach it", e))?;
             Ok(Arc::new(store))
         })?;
-        (store, ObjectPath::from(key))
+        (store, ObjectPath::from(url.key.as_str()))
     } else {
-        let scheme_end = text.find("://").map_or(0, |i| i + 3);
-        let path_start = text[scheme_end..]
-            .find('/')
-            .map(|i| scheme_end + i)
-            .ok_or_else(|| bad_url(name, "no object path after the host"))?;
-        let (origin, path) = text.split_at(path_start);
-        let store = shared_store(origin.to_string(), remote_options, || {
-            let mut client = ClientOptions::new().with_allow_http(text.starts_with("http://"));
+        let store = shared_store(place, remote_options, || {
+            let mut client = ClientOptions::new().with_allow_http(url.scheme == url::Scheme::Http);
             for (key, value) in options.iter() {
                 let parsed: ClientConfigKey = key.parse().map_err(|_| unknown_option(name, key))?;
                 client = client.with_config(parsed, value);
             }
+            if let Some((user, password)) = &url.credentials {
+                client = client.with_default_headers(basic_auth(user, password));
+            }
             let store = object_store::http::HttpBuilder::new()
-                .with_url(origin)
+                .with_url(url.place.as_str())
                 .with_client_options(client)
                 .with_retry(retry)
                 .build()
                 .map_err(|e| store_error(name, "cannot reach it", e))?;
             Ok(Arc::new(store))
         })?;
-        let location = ObjectPath::parse(path.trim_start_matches('/'))
-            .map_err(|e| bad_url(name, &e.to_string()))?;
+        let location =
+            ObjectPath::parse(url.key.as_str()).map_err(|e| bad_url(name, &e.to_string()))?;
         (store, location)
     })
+}
+
+/// The header that sends `user` and `password` as HTTP Basic authentication, marked
+/// sensitive: never shown by the HTTP stack's `Debug`, and dropped by it on a redirect to
+/// another host (scheme, host or port), as curl drops it.
+fn basic_auth(user: &str, password: &str) -> reqwest::header::HeaderMap {
+    use base64::Engine as _;
+    let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    let mut value = reqwest::header::HeaderValue::from_str(&format!("Basic {token}"))
+        .expect("base64 is a valid header value");
+    value.set_sensitive(true);
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(reqwest::header::AUTHORIZATION, value);
+    headers
 }
 
 /// What a listing or a stat tells of one entry of a store.
@@ -254,8 +271,9 @@ impl ObjectInfo {
 /// The object at `name` (a HEAD), or, for an S3 URL with no object but objects under it as
 /// under a directory, that prefix.
 pub(crate) fn stat(name: &Path, remote_options: &[(String, String)]) -> io::Result<ObjectInfo> {
-    let text = name.to_str().ok_or_else(|| bad_url(name, "not UTF-8"))?;
-    let (store, location) = store_and_location(name, remote_options, true)?;
+    let url = parsed(name, true)?;
+    let (store, location) = store_and_location(&url, remote_options)?;
+    let (text, name) = (url.shown.as_str(), Path::new(&url.shown));
     let runtime = runtime()?;
     if !text.ends_with('/') && !location.as_ref().is_empty() {
         match runtime.block_on(store.head(&location)) {
@@ -289,8 +307,9 @@ pub(crate) fn list(
     name: &Path,
     remote_options: &[(String, String)],
 ) -> io::Result<Vec<ObjectInfo>> {
-    let text = name.to_str().ok_or_else(|| bad_url(name, "not UTF-8"))?;
-    let Some(rest) = text.strip_prefix("s3://") else {
+    let url = parsed(name, true)?;
+    let name = Path::new(&url.shown);
+    if url.scheme != url::Scheme::S3 {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
             format!(
@@ -298,9 +317,9 @@ pub(crate) fn list(
                 name.display()
             ),
         ));
-    };
-    let bucket = rest.split('/').next().unwrap_or_default();
-    let (store, location) = store_and_location(name, remote_options, true)?;
+    }
+    let bucket = url.authority.as_str();
+    let (store, location) = store_and_location(&url, remote_options)?;
     let listed = runtime()?
         .block_on(store.list_with_delimiter(Some(&location)))
         .map_err(|e| store_error(name, "cannot list it", e))?;
@@ -363,7 +382,8 @@ pub(crate) fn open_known(info: &ObjectInfo, settings: &OpenSettings) -> io::Resu
             format!("{}: a prefix, not an object", name.display()),
         ));
     }
-    let (store, location) = store_and_location(name, settings.remote_options, false)?;
+    let url = parsed(name, false)?;
+    let (store, location) = store_and_location(&url, settings.remote_options)?;
     Ok(opened(info, store, location))
 }
 
@@ -384,17 +404,30 @@ pub(crate) fn open_object(
 /// `If-Match` fails if the object changed since), or, where the store gives no ETag, its size
 /// and Last-Modified.
 fn opened(info: &ObjectInfo, store: Arc<dyn ObjectStore>, location: ObjectPath) -> Opened {
-    let (version, notes) = match &info.e_tag {
-        Some(tag) => (fingerprint(tag.as_bytes()), Vec::new()),
-        None => (
-            info.last_modified_ns as i128,
+    let (version, notes, unpinned) = match (&info.e_tag, info.last_modified_ns) {
+        (Some(tag), _) => (fingerprint(tag.as_bytes()), Vec::new(), None),
+        // object_store reads a missing Last-Modified as the epoch.
+        (None, 0) => {
+            let why = format!(
+                "{}: the server gives no ETag and no Last-Modified: a change of the object while it is read is seen only if its size changes (a same-size replacement may mix the two versions' bytes)",
+                info.url
+            );
+            (
+                0,
+                vec![Fallback::new(FallbackKind::Unpinned, why.clone())],
+                Some(why),
+            )
+        }
+        (None, modified) => (
+            modified as i128,
             vec![Fallback::new(
                 FallbackKind::NoETag,
                 format!(
-                    "{}: no ETag: a change is told by size and Last-Modified only",
+                    "{}: no ETag: a change is told by size and Last-Modified (to the second) only",
                     info.url
                 ),
             )],
+            None,
         ),
     };
     Opened {
@@ -409,6 +442,8 @@ fn opened(info: &ObjectInfo, store: Arc<dyn ObjectStore>, location: ObjectPath) 
             location,
             size: info.size,
             e_tag: info.e_tag.clone(),
+            last_modified_ns: info.last_modified_ns,
+            unpinned,
         }),
         notes,
     }
@@ -436,7 +471,10 @@ fn unknown_option(name: &Path, key: &str) -> io::Error {
 fn bad_url(name: &Path, why: &str) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidInput,
-        format!("{}: not an object URL: {why}", name.display()),
+        format!(
+            "{}: not an object URL: {why}",
+            url::redact(&name.to_string_lossy())
+        ),
     )
 }
 
@@ -497,11 +535,19 @@ struct RemoteSource {
     location: ObjectPath,
     size: u64,
     e_tag: Option<String>,
+    /// Last-Modified at open, in ns (0: the server gave none).
+    last_modified_ns: i64,
+    /// Why a change may go unseen: neither ETag nor Last-Modified to pin.
+    unpinned: Option<String>,
 }
 
 /// What a GET's task hands the waiting thread, in order: the version answered, then the body.
 enum Piece {
-    Version { e_tag: Option<String>, size: u64 },
+    Version {
+        e_tag: Option<String>,
+        size: u64,
+        last_modified_ns: i64,
+    },
     Body(bytes::Bytes),
 }
 
@@ -527,6 +573,25 @@ fn parts(bytes: u64) -> u64 {
 }
 
 impl RemoteSource {
+    /// Whether an answer of `size` bytes with `e_tag` and `last_modified_ns` is of another
+    /// version than the one opened: its size, or its ETag where both have one, or (with no
+    /// ETag at open) its Last-Modified where both have one.
+    fn changed(&self, e_tag: &Option<String>, size: u64, last_modified_ns: i64) -> bool {
+        size != self.size
+            || match (&self.e_tag, e_tag) {
+                (Some(opened), Some(now)) => opened != now,
+                (Some(_), None) => false,
+                // To the second: an HTTP date's, though a listing may have given finer.
+                (None, _) => {
+                    const SECOND: i64 = 1_000_000_000;
+                    self.last_modified_ns != 0
+                        && last_modified_ns != 0
+                        && last_modified_ns.div_euclid(SECOND)
+                            != self.last_modified_ns.div_euclid(SECOND)
+                }
+            }
+    }
+
     /// Bytes `[start, end)` of the object as opened, as `parts` ranged GETs in parallel (equal
     /// parts, page-aligned), handed to `sink` piece by piece as they arrive (at their offset
     /// from `start`), so no copy of the whole range is ever held outside the cache. An error
@@ -551,6 +616,16 @@ impl RemoteSource {
             let options = GetOptions {
                 range: Some(GetRange::Bounded(from..to)),
                 if_match: self.e_tag.clone(),
+                // With no ETag, the time it was opened at, rounded up to the next second: HTTP
+                // dates are to the second, and a server that compares its file's finer time
+                // with one rounded down refuses the version opened (versitygw does). Each
+                // answer's Last-Modified is checked as well (`changed`).
+                if_unmodified_since: (self.e_tag.is_none() && self.last_modified_ns != 0).then(
+                    || {
+                        let next_second = self.last_modified_ns.div_euclid(1_000_000_000) + 1;
+                        chrono::DateTime::from_timestamp_nanos(next_second * 1_000_000_000)
+                    },
+                ),
                 ..GetOptions::default()
             };
             let (store, location) = (self.store.clone(), self.location.clone());
@@ -564,6 +639,7 @@ impl RemoteSource {
                 let version = Piece::Version {
                     e_tag: got.meta.e_tag.clone(),
                     size: got.meta.size,
+                    last_modified_ns: got.meta.last_modified.timestamp_nanos_opt().unwrap_or(0),
                 };
                 if pieces.send((index, Ok(version))).await.is_err() {
                     return; // the reader gave up
@@ -583,10 +659,12 @@ impl RemoteSource {
             match piece.map_err(|e| store_error(&self.name, "read failed", e))? {
                 // A server that ignores If-Match (lighttpd does, for ranges) still names what
                 // it sent.
-                Piece::Version { e_tag, size } => {
-                    if size != self.size
-                        || (self.e_tag.is_some() && e_tag.is_some() && e_tag != self.e_tag)
-                    {
+                Piece::Version {
+                    e_tag,
+                    size,
+                    last_modified_ns,
+                } => {
+                    if self.changed(&e_tag, size, last_modified_ns) {
                         return Err(io::Error::new(
                             io::ErrorKind::InvalidData,
                             format!(
@@ -631,6 +709,9 @@ impl Source for RemoteSource {
     fn current_size(&self, _events: &mut dyn FnMut(Event)) -> io::Result<u64> {
         // Pinned: a change shows as If-Match failing on the next GET, not as a new size.
         Ok(self.size)
+    }
+    fn unpinned(&self) -> Option<&str> {
+        self.unpinned.as_deref()
     }
     fn is_direct(&self) -> bool {
         true
