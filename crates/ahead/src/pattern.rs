@@ -12,6 +12,8 @@
 //! | `manyfiles[:files=,size=,bs=]` | `files` files each read sequentially, one read each in turn (one process serving many slow clients) |
 //! | `skips[:size=,bs=,run=,skip=]` | runs of `run` bytes read in order in `bs` reads, each followed by a forward skip of `skip` (a reader that jumps over what it does not need: a columnar scan, mountpoint-s3's forward seeks) |
 //! | `merge[:ways=,size=,bs=,seed=]` | a `ways`-way merge: the file holds `ways` sorted runs of equal length, and each read takes the next `bs` of a run chosen at random, weighted by what it has left (sort's merge pass, an LSM compaction) |
+//! | `noisy[:size=,bs=,swap=,back=,jump=,seed=]` | the file in order, but `swap`% of steps read the next two records in swapped order, `back`% re-read one of the two records before, `jump`% read a record anywhere and come back (a database's scan: B-tree pages read mostly in file order, interior and overflow pages elsewhere) |
+//! | `hotset[:size=,bs=,hot=,hit=,count=,seed=]` | `count` random reads, `hit`% of them within a hot set of `hot` bytes at a random place, the rest anywhere (an index's upper levels, a cache's working set) |
 //! | `iozone:TEST[:size=,bs=]` | iozone's read tests: `read`, `reread`, `reverse`, `stride`, `random`, `mix`, `pread` |
 //!
 //! Sizes take units (`4k`, `1m`, `2g`, `8p` for pages). Defaults: `size=64m`, `bs=4k`;
@@ -130,6 +132,37 @@ pub enum Pattern {
         /// Random seed (which run has the next smallest key).
         seed: u64,
     },
+    /// The file in order with noise: swaps of two neighbouring records, steps back, jumps
+    /// elsewhere and back (percent of steps each).
+    Noisy {
+        /// File size.
+        size: Bytes,
+        /// Bytes per read.
+        bs: Bytes,
+        /// Percent of steps that read the next two records swapped.
+        swap: u64,
+        /// Percent of steps that re-read one of the two records before.
+        back: u64,
+        /// Percent of steps that read one record anywhere, then go on where they were.
+        jump: u64,
+        /// Random seed.
+        seed: u64,
+    },
+    /// Random reads, most of them within a hot set.
+    HotSet {
+        /// File size.
+        size: Bytes,
+        /// Bytes per read.
+        bs: Bytes,
+        /// Bytes of the hot set.
+        hot: Bytes,
+        /// Percent of reads within it.
+        hit: u64,
+        /// Number of reads.
+        count: u64,
+        /// Random seed.
+        seed: u64,
+    },
     /// The file read twice from start to end (iozone's re-read).
     Reread {
         /// File size (per file).
@@ -151,6 +184,8 @@ pub const PATTERN_NAMES: &[&str] = &[
     "manyfiles",
     "skips",
     "merge",
+    "noisy",
+    "hotset",
     "iozone",
 ];
 
@@ -279,6 +314,31 @@ impl Pattern {
                 Pattern::Skips { size, bs, run, skip }
             }
             (false, "merge") => Pattern::Merge { size, bs, ways: a.number("ways", 12)?, seed: a.number("seed", 1)? },
+            (false, "noisy") => {
+                let p = Pattern::Noisy {
+                    size,
+                    bs,
+                    swap: a.number("swap", 2)?,
+                    back: a.number("back", 1)?,
+                    jump: a.number("jump", 1)?,
+                    seed: a.number("seed", 1)?,
+                };
+                if let Pattern::Noisy { swap, back, jump, .. } = p {
+                    if swap.saturating_add(back).saturating_add(jump) > 100 {
+                        return Err(format!("pattern '{spec}': swap, back and jump are percents of the steps: at most 100 together"));
+                    }
+                }
+                p
+            }
+            (false, "hotset") => {
+                let hot = a.size("hot", (size.0 / 16).max(bs.0))?;
+                let hit = a.number("hit", 90)?;
+                if hit > 100 || hot < bs || hot > size {
+                    return Err(format!("pattern '{spec}': hit is a percent (at most 100), and hot must hold a read and fit in size"));
+                }
+                let count = a.number("count", size.0 / bs.0.max(1))?;
+                Pattern::HotSet { size, bs, hot, hit, count, seed: a.number("seed", 1)? }
+            }
             (true, other) => {
                 return Err(format!(
                     "unknown iozone test '{other}'; known: read, reread, reverse, stride, random, mix, pread"
@@ -304,6 +364,8 @@ impl Pattern {
             | Pattern::Reread { size, bs }
             | Pattern::Skips { size, bs, .. }
             | Pattern::Merge { size, bs, .. }
+            | Pattern::Noisy { size, bs, .. }
+            | Pattern::HotSet { size, bs, .. }
             | Pattern::Interleaved { size, bs, .. }
             | Pattern::Shuffled { size, bs, .. }
             | Pattern::ManyFiles { size, bs, .. } => (size, bs),
@@ -379,6 +441,8 @@ impl Pattern {
             | Pattern::RandomMix { size, .. }
             | Pattern::Reread { size, .. }
             | Pattern::Skips { size, .. }
+            | Pattern::Noisy { size, .. }
+            | Pattern::HotSet { size, .. }
             | Pattern::Shuffled { size, .. } => size.0,
         }
     }
@@ -392,7 +456,11 @@ impl Pattern {
             | Pattern::Shuffled { size, bs, .. } => size.0.div_ceil(bs.0),
             Pattern::Reread { size, bs } => size.0.div_ceil(bs.0).saturating_mul(2),
             Pattern::Stride { size, stride, .. } => size.0.div_ceil(stride.0.max(1)),
-            Pattern::Random { count, .. } | Pattern::RandomMix { count, .. } => count,
+            Pattern::Random { count, .. }
+            | Pattern::RandomMix { count, .. }
+            | Pattern::HotSet { count, .. } => count,
+            // Each step one read, a swap two: at most twice the records.
+            Pattern::Noisy { size, bs, .. } => size.0.div_ceil(bs.0).saturating_mul(2),
             Pattern::Skips {
                 size,
                 bs,
@@ -456,6 +524,71 @@ impl Pattern {
             }
             Pattern::Sequential { size, bs } => {
                 let reads = (0..size.0.div_ceil(bs.0)).map(move |i| read0(i * bs.0, bs.0));
+                Workload {
+                    files: one_file(size),
+                    events: Box::new(open0.chain(reads)),
+                }
+            }
+            Pattern::Noisy {
+                size,
+                bs,
+                swap,
+                back,
+                jump,
+                seed,
+            } => {
+                let records = size.0.div_ceil(bs.0);
+                let mut rng = SplitMix64(seed);
+                let mut next = 0u64; // the next record in order
+                let mut pending: Option<u64> = None; // a swap's second read
+                let reads = std::iter::from_fn(move || {
+                    if let Some(r) = pending.take() {
+                        return Some(r);
+                    }
+                    if next >= records {
+                        return None;
+                    }
+                    let roll = rng.below(100);
+                    let record = if roll < swap && next + 1 < records {
+                        pending = Some(next);
+                        next += 2;
+                        next - 1
+                    } else if roll < swap + back && next > 0 {
+                        next - 1 - rng.below(2.min(next))
+                    } else if roll < swap + back + jump {
+                        rng.below(records)
+                    } else {
+                        next += 1;
+                        next - 1
+                    };
+                    Some(record)
+                })
+                .map(move |r| read0(r * bs.0, bs.0.min(size.0 - r * bs.0)));
+                Workload {
+                    files: one_file(size),
+                    events: Box::new(open0.chain(reads)),
+                }
+            }
+            Pattern::HotSet {
+                size,
+                bs,
+                hot,
+                hit,
+                count,
+                seed,
+            } => {
+                let records = (size.0 / bs.0).max(1);
+                let hot_records = (hot.0 / bs.0).max(1).min(records);
+                let mut rng = SplitMix64(seed);
+                let hot_first = rng.below(records - hot_records + 1);
+                let reads = (0..count).map(move |_| {
+                    let record = if rng.below(100) < hit {
+                        hot_first + rng.below(hot_records)
+                    } else {
+                        rng.below(records)
+                    };
+                    read0(record * bs.0, bs.0)
+                });
                 Workload {
                     files: one_file(size),
                     events: Box::new(open0.chain(reads)),
@@ -660,8 +793,19 @@ impl Pattern {
             Pattern::Sequential { size, .. } | Pattern::Reverse { size, .. } => pages(size),
             Pattern::Reread { size, .. } => 2 * pages(size),
             Pattern::Stride { size, bs, stride } => size.0.div_ceil(stride.0) * pages(bs),
-            Pattern::Random { bs, count, .. } | Pattern::RandomMix { bs, count, .. } => {
-                count * pages(bs)
+            Pattern::Random { bs, count, .. }
+            | Pattern::RandomMix { bs, count, .. }
+            | Pattern::HotSet { bs, count, .. } => count * pages(bs),
+            Pattern::Noisy {
+                size,
+                bs,
+                back,
+                jump,
+                ..
+            } => {
+                // The records once each, plus the re-reads and jumps.
+                let records = size.0.div_ceil(bs.0);
+                pages(size) + records * (back + jump) / 100 * pages(bs)
             }
             Pattern::Interleaved { size, .. } | Pattern::Shuffled { size, .. } => pages(size),
             Pattern::Skips {

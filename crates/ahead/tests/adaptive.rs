@@ -494,3 +494,106 @@ fn threads_taking_turns_on_an_object_store_wait_once_each() {
     let m = run("adaptive", "random:size=1g,bs=64k,count=2000");
     assert!(m.wasted_pages * 100 <= m.pages_read, "{m:?}");
 }
+
+/// Modelled ms of `policy` on `spec` on `device` with a cache of `cache_pages`, I/O-bound.
+fn time_on(policy: &str, spec: &str, device: ahead::DeviceModel, cache_pages: usize) -> f64 {
+    let config = SimConfig {
+        device,
+        cache_pages,
+        ..SimConfig::default()
+    };
+    sim::run(policy, config, Pattern::parse(spec).unwrap().workload())
+        .unwrap()
+        .faithful
+        .modeled_ms
+}
+
+/// adaptive against linux-ondemand on a reader the generator of `tests/no_harm.rs` found it
+/// far behind on: within `bar`x now.
+fn within_the_kernels_rule(spec: &str, device: ahead::DeviceModel, cache_pages: usize, bar: f64) {
+    let a = time_on("adaptive", spec, device, cache_pages);
+    let k = time_on("linux-ondemand", spec, device, cache_pages);
+    assert!(
+        a <= bar * k,
+        "{spec} on {}: adaptive {a:.3} ms, linux-ondemand {k:.3} ms",
+        device.name
+    );
+}
+
+/// Two records read in swapped order are no skip: a period learned from one made every
+/// window stop a page short, and each hole a seek (26x linux-ondemand on a disk).
+#[test]
+fn a_swap_of_two_records_is_no_skip() {
+    within_the_kernels_rule(
+        "noisy:size=2141p,bs=1p,swap=9,back=1,jump=0,seed=821561",
+        ahead::DeviceModel::HDD,
+        15522,
+        1.05,
+    );
+}
+
+/// A reader that went back a page or two and then on forward is forward: a backward stream
+/// took every later read for one of its window (49x linux-ondemand on a disk).
+#[test]
+fn a_backward_stream_does_not_swallow_a_reader_gone_forward() {
+    within_the_kernels_rule(
+        "shuffled:size=318p,bs=1p,group=3,seed=22745",
+        ahead::DeviceModel::HDD,
+        1490,
+        1.25,
+    );
+}
+
+/// A read elsewhere and back (a B-tree scan's interior page) leaves the stream where it was:
+/// the read was taken for a skip, and the scan itself for a new stream (2.7x on NVMe).
+#[test]
+fn a_jump_elsewhere_and_back_leaves_the_stream_where_it_was() {
+    within_the_kernels_rule(
+        "noisy:size=4029p,bs=3p,swap=2,back=7,jump=7,seed=855257",
+        ahead::DeviceModel::NVME,
+        3021,
+        1.15,
+    );
+}
+
+/// On a disk a skip cheaper than a seek is read through, as a stride's gap is: following
+/// 11-page runs and 11-page skips paid a seek per run (6.7x linux-ondemand).
+#[test]
+fn a_skip_cheaper_than_a_seek_is_read_through_on_a_disk() {
+    within_the_kernels_rule(
+        "skips:size=780p,bs=9p,run=11p,skip=11p",
+        ahead::DeviceModel::HDD,
+        1218,
+        1.05,
+    );
+}
+
+/// Speculation's ledger: before the reader's misses have cost an eighth of the file, what it
+/// reads past the misses is at most twice their cost (ski rental). Eight random reads of 14
+/// pages into a 6000-page file that fits the cache: at most 1,200 pages read (the reads' 112,
+/// and twice the misses' 8 x 67 pages' worth), not the file, as the prior alone once read it.
+#[test]
+fn speculation_spends_no_more_than_the_misses_have_cost() {
+    let config = SimConfig {
+        device: ahead::DeviceModel::NVME,
+        cache_pages: 16000,
+        ..SimConfig::default()
+    };
+    let run = |policy: &str| {
+        sim::run(
+            policy,
+            config,
+            Pattern::parse("random:size=6000p,bs=14p,count=8,seed=232784")
+                .unwrap()
+                .workload(),
+        )
+        .unwrap()
+        .faithful
+    };
+    let (m, none) = (run("adaptive"), run("none"));
+    assert!(m.pages_read <= 1200, "{m:?}");
+    assert!(
+        m.modeled_ms <= 3.0 * none.modeled_ms,
+        "{m:?}\nnone: {none:?}"
+    );
+}

@@ -115,6 +115,26 @@
 //! stream a miss's worth ahead (threads taking turns each show their second read a round
 //! trip after the first; waiting for a third would cost another).
 //!
+//! **No harm.** Every bet above is bounded by what the reader has shown or paid, so that a
+//! reader nobody tuned for costs little more than the kernel's rule or no readahead at all:
+//! * *Noise does not end a stream.* A gap of a record or two ahead (two records read in
+//!   swapped order) is no skip: no period is learned from it. A skip the reader later comes
+//!   back into (it reads the pages it passed over) was no skip: the period is forgotten. A
+//!   skip followed by a read where the stream stood before it was a jump elsewhere and back
+//!   (a B-tree scan's interior page): the stream goes on where it was, its readahead as it
+//!   stood. A backward stream takes no read past its last read's end for one of its window.
+//! * *A skip cheaper than a request is read through*, as a stride's gap is: on a disk a run
+//!   and skip of a few pages each is one stream, not a seek per run.
+//! * *Speculation rents before it buys* (ski rental). Its net cost, the pages and requests it
+//!   spent less the misses its pages saved, stays within twice what the reader's own misses
+//!   have cost ([`speculation::SPEC_SHARE`]); only once those misses have cost an eighth of
+//!   the file ([`speculation::BUY_SHARE`]) may the sweep read the file whole. The judge above
+//!   still stops it when its pages go unread.
+//!
+//! These are rules of thumb made safe case by case, not a bound proved: the generator of readers
+//! nobody tuned for (`tests/no_harm.rs`, `examples/no_harm.rs`) measures what is left, and
+//! BENCHMARKS.md says where it stands against the kernel's rule.
+//!
 //! **Hints.** Sequential: new streams are forward from their first read, their first window
 //! four times the unhinted guess. That window is the application's word, not the reader's
 //! showing: its successor waits until half of it is used (a merge opens every run with the
@@ -396,6 +416,14 @@ impl Policy for Adaptive {
         let (s, e) = (read.first_page(), read.end_page());
         let missed = !ctx.is_cached(s);
         self.bets.won_now = !missed && self.bets.marks.remove(s);
+        if missed {
+            // What the reader's own misses cost: what speculation may spend.
+            self.spec.demand += self.miss_cost + (e - s);
+        } else if self.spec.marked(s) {
+            // A read that found speculated pages: a miss speculation saved, whatever stream
+            // it joins (a file read in order and at random finds the sweep's pages both ways).
+            self.spec.saved += self.miss_cost + (e - s);
+        }
         if self.bets.won_now {
             self.bets.won += 1;
         }

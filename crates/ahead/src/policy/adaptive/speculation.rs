@@ -28,6 +28,12 @@ pub(super) struct Speculation {
     pub(super) swept: u64,
     /// Granules brought in by speculation.
     pub(super) marks: Marks,
+    /// The ledger (in pages' worth of device time): what the reader's own random misses cost
+    /// it, what speculation spent (its pages and its requests), and what it saved (the misses
+    /// that found speculated pages instead). See [`Speculation::allowance`].
+    pub(super) demand: u64,
+    pub(super) spent: u64,
+    pub(super) saved: u64,
 }
 
 /// A set of keys (pages, granules) hashed into 4096 bits: a key may be found that was never
@@ -75,7 +81,24 @@ impl Speculation {
         sweep_from: 0,
         swept: 0,
         marks: Marks::EMPTY,
+        demand: 0,
+        spent: 0,
+        saved: 0,
     };
+
+    /// Pages' worth of device time speculation may spend now: its net cost (what it spent less
+    /// the misses it saved) stays within [`SPEC_SHARE`] times what the reader's own misses have
+    /// cost, until they have cost 1/[`BUY_SHARE`] of the file (then no limit: the file is
+    /// bought). A bet that loses costs the reader at most that over reading only what it asks;
+    /// a bet that wins pays for the next.
+    pub(super) fn allowance(&self, file_pages: u64) -> u64 {
+        if self.demand.saturating_mul(BUY_SHARE) >= file_pages {
+            // Rented long enough: the reader's misses have cost a good part of what reading
+            // the file whole costs.
+            return u64::MAX / 4;
+        }
+        (self.demand * SPEC_SHARE + self.saved).saturating_sub(self.spent)
+    }
 
     /// Whether `page`'s granule was brought in by speculation.
     pub(super) fn marked(&self, page: u64) -> bool {
@@ -91,6 +114,14 @@ impl Speculation {
         }
     }
 }
+
+/// Speculation's net cost is at most `SPEC_SHARE` times the reader's own misses' (ski rental:
+/// rent, the misses, until what they cost pays for buying, the file read ahead).
+pub(super) const SPEC_SHARE: u64 = 2;
+/// Speculation buys (reads the file whole, at the sweep's pace) once the reader's misses have
+/// cost 1/`BUY_SHARE` of the file's pages: the rest then costs at most that many times what the
+/// reader has paid already.
+pub(super) const BUY_SHARE: u64 = 8;
 
 /// A sweep step is at least this many times the pages' worth of a request's cost
 /// (`miss_cost`), so the request costs at most a sixteenth of the step.
@@ -120,6 +151,13 @@ impl Adaptive {
         // of the file, and a larger block would only hold the reader up on pages it does not
         // need yet.
         let block = (2 * self.miss_cost).next_power_of_two().min(block);
+        // No larger than the ledger allows past the read itself.
+        let allowed = self.spec.allowance(ctx.file_pages());
+        let block = if block > (e - s) + allowed {
+            prev_power_of_two(((e - s) + allowed).max(1))
+        } else {
+            block
+        };
         let start = s & !(block - 1);
         let end = (start + block).max(e).min(self.limit).min(ctx.file_pages());
         if self.spec.swept == 0 {
@@ -133,6 +171,7 @@ impl Adaptive {
             .saturating_sub(e - s);
         self.spec.mark(start, end);
         self.spec.issued += started;
+        self.spec.spent += started;
     }
 
     /// While speculation is on, the file is also read ahead in order, a step for each random
@@ -152,7 +191,11 @@ impl Adaptive {
         // one block a step paid a seek per 4 MiB where the kernel's windows paid one per 8-16.
         let mut budget = block
             .max(self.device_lead)
-            .max((SWEEP_COST_SHARE * self.miss_cost).next_multiple_of(block));
+            .max((SWEEP_COST_SHARE * self.miss_cost).next_multiple_of(block))
+            .min(self.spec.allowance(last).saturating_sub(self.request_cost));
+        if budget == 0 {
+            return; // the ledger pays for no step: wait for more misses
+        }
         while budget > 0 && self.spec.swept < last {
             let from = (self.spec.sweep_from + self.spec.swept) % last.max(1);
             let pages = block
@@ -162,6 +205,7 @@ impl Adaptive {
             let started = self.issue(ctx, IoKind::Ahead, from, pages, 0);
             self.spec.mark(from, from + pages);
             self.spec.issued += started;
+            self.spec.spent += started + if started > 0 { self.request_cost } else { 0 };
             self.spec.swept += pages;
             budget -= pages;
         }

@@ -23,6 +23,9 @@ pub(super) enum Join {
     /// A forward stream's reader skipped ahead past what was read ahead (a columnar scan, a
     /// reader seeking over what it does not need): the same stream, its window kept.
     Skips,
+    /// A forward stream's reader, after a skip ahead, goes on from where it was before it:
+    /// the skip was one read elsewhere.
+    Returns,
     /// A second read at the distance a stride candidate saw: the stride is confirmed.
     StrideConfirms,
     /// A first read at some distance from this stream's last: maybe a stride. It starts a new
@@ -57,6 +60,16 @@ pub(super) struct Stream {
     pub(super) period_run: u64,
     pub(super) period_skip: u64,
     pub(super) period_seen: u8,
+    /// The pages the last skip passed over: a read among them shows it was no skip (a
+    /// shuffled scan comes back for them), and the period is forgotten.
+    pub(super) gap: PageRange,
+    /// Forward: where the stream stood before its last read skipped ahead (0: no skip
+    /// pending). A next read that goes on from there shows the skip was a jump elsewhere and
+    /// back (a B-tree scan reading an interior page): the stream goes on where it was.
+    pub(super) before_skip: u64,
+    /// Its frontier and the start of its run then.
+    pub(super) frontier_before_skip: u64,
+    pub(super) run_start_before_skip: u64,
     /// Reads that continued the stream.
     pub(super) run: u32,
     /// Pages the stream's reads covered.
@@ -88,6 +101,10 @@ impl Stream {
         period_run: 0,
         period_skip: 0,
         period_seen: 0,
+        gap: PageRange::new(0, 0),
+        before_skip: 0,
+        frontier_before_skip: 0,
+        run_start_before_skip: 0,
         run: 0,
         used: 0,
         frontier: 0,
@@ -126,7 +143,16 @@ impl Stream {
     /// readers taking turns over one file, or records with small gaps between them, also jump
     /// ahead within what was read ahead, and are better served by reading through.
     pub(super) fn note_skip(&mut self, s: u64) {
-        let (run, skip) = (self.reach - self.run_start, s - self.reach);
+        let (run, skip) = (
+            self.reach.saturating_sub(self.run_start),
+            s.saturating_sub(self.reach),
+        );
+        // A gap of a record or two is noise, not a skip: two records read in swapped order, a
+        // B-tree scan's neighbouring pages. The run goes on through it.
+        if skip <= 2 * self.record.max(1) {
+            return;
+        }
+        self.gap = PageRange::new(self.reach, s);
         if run < skip.max(4 * self.record) {
             self.period_seen = 0;
         } else if (run, skip) == (self.period_run, self.period_skip) {
@@ -143,7 +169,7 @@ impl Stream {
         if self.period_seen < 1 || self.period_run == 0 || from < self.run_start {
             return PageRange::of_len(from, pages);
         }
-        let period = self.period_run + self.period_skip;
+        let period = self.period_run.saturating_add(self.period_skip);
         let off = (from - self.run_start) % period;
         let (from, off) = if off >= self.period_run {
             (from + period - off, 0)
@@ -164,6 +190,11 @@ impl Stream {
                 let behind = self.reach.saturating_sub(1);
                 if s >= behind && s <= self.reach + self.skip && e > self.reach {
                     return Some(Join::Continues);
+                }
+                // Back where it was before its last skip: the skip was a jump and back.
+                let r = self.before_skip;
+                if self.shape == Shape::Forward && r > 0 && s + 1 >= r && s <= r && e > r {
+                    return Some(Join::Returns);
                 }
             }
             _ => {}
@@ -205,11 +236,11 @@ impl Stream {
             Shape::Forward if self.window > 0 && s >= self.reach && s < self.frontier => {
                 return Some(Join::InWindow);
             }
+            // Threads racing over a backward region read in its window or around the last
+            // read; a read past the last read's end is not backward (a reader that went back
+            // a few pages and then on forward, as a shuffled scan does), however close.
             Shape::Backward
-                if self.window > 0
-                    && recent
-                    && s >= self.frontier
-                    && e <= self.end + self.window =>
+                if self.window > 0 && recent && s >= self.frontier && s < self.end =>
             {
                 return Some(Join::InWindow);
             }
@@ -315,6 +346,15 @@ impl Adaptive {
         let st = &mut self.streams[i];
         st.tick = self.tick;
         let len = e - s;
+        if s < st.gap.end && e > st.gap.first {
+            // The reader came back for what it passed over: no skip, no period to follow.
+            st.period_seen = 0;
+            st.gap = PageRange::new(0, 0);
+        }
+        if !matches!(join, Join::Skips | Join::Returns) {
+            // One read on from the skip: it was a skip, not a jump and back.
+            st.before_skip = 0;
+        }
         match join {
             Join::Continues => {
                 match st.shape {
@@ -360,8 +400,23 @@ impl Adaptive {
             }
             Join::Repeats => {}
             Join::Skips => {
+                st.before_skip = st.reach;
+                st.frontier_before_skip = st.frontier;
+                st.run_start_before_skip = st.run_start;
                 st.note_skip(s);
                 st.reach = e;
+                st.run += 1;
+                st.used += len;
+            }
+            Join::Returns => {
+                // The skip was a jump: forget it, and go on from where the stream was, its
+                // readahead as it stood then (what the jump read ahead is lost).
+                st.reach = e;
+                st.frontier = st.frontier_before_skip.max(e);
+                st.run_start = st.run_start_before_skip.min(s);
+                st.before_skip = 0;
+                st.period_seen = 0;
+                st.gap = PageRange::new(0, 0);
                 st.run += 1;
                 st.used += len;
             }

@@ -173,6 +173,14 @@ impl Adaptive {
         gap > 0 && (gap < self.request_cost && gap * 100 <= record || 4 * gap <= self.request_cost)
     }
 
+    /// Whether stream `i`'s windows follow its runs and skips: not where a skip is cheaper to
+    /// read through than to jump with another request (a disk's seek over a few pages), as a
+    /// stride's gap is not.
+    pub(super) fn follows_period(&self, i: usize) -> bool {
+        let st = &self.streams[i];
+        !self.reads_through(st.period_skip, st.period_run)
+    }
+
     /// Start I/O `[start, start + pages)` of `kind`, clipped at the limit, in requests of at
     /// most the largest I/O (the first at least `whole` pages: a read is never split). The
     /// marker goes on the first page. Returns pages newly brought in.
@@ -301,6 +309,7 @@ impl Adaptive {
     ) -> Option<u64> {
         let (dl, sz) = (self.device_lead, self.sizing());
         let defer = self.defers_successor(&self.streams[i]);
+        let follows = self.follows_period(i);
         let st = &mut self.streams[i];
         if st.frontier < st.reach {
             st.frontier = st.reach;
@@ -343,7 +352,11 @@ impl Adaptive {
             };
             // No further than the run's end, where runs and skips repeat, or than where
             // another reader began.
-            let pages = st.follow_period(s, pages).len();
+            let pages = if follows {
+                st.follow_period(s, pages).len()
+            } else {
+                pages
+            };
             let bound = self.partition_end(i);
             let pages = pages.min(bound.saturating_sub(s)).max(e - s);
             let st = &mut self.streams[i];
@@ -385,6 +398,7 @@ impl Adaptive {
         let mut started = 0;
         // Where another reader began: the loop moves only this stream's frontier.
         let bound = self.partition_end(i);
+        let follows = self.follows_period(i);
         loop {
             let st = &mut self.streams[i];
             if st.frontier - st.reach >= lead(st.window.max(window), dl, caps.lead) {
@@ -393,7 +407,11 @@ impl Adaptive {
             if st.window > 0 {
                 window = sz.next_window(st, caps.window);
             }
-            let window_at = st.follow_period(st.frontier, window);
+            let window_at = if follows {
+                st.follow_period(st.frontier, window)
+            } else {
+                crate::units::PageRange::of_len(st.frontier, window)
+            };
             let (from, pages) = (window_at.first, window_at.len());
             if from >= self.limit.min(ctx.file_pages()).min(bound) {
                 break;
