@@ -545,15 +545,52 @@ fn a_backward_stream_does_not_swallow_a_reader_gone_forward() {
 }
 
 /// A read elsewhere and back (a B-tree scan's interior page) leaves the stream where it was:
-/// the read was taken for a skip, and the scan itself for a new stream (2.7x on NVMe).
+/// the read was taken for a skip, and the scan itself for a new stream (2.7x on NVMe). The
+/// bar is 1.30x, not the 1.15x this case met before: a jump back from within the window (the
+/// table scan below) now returns too, and that costs this case (1.09x then, 1.29x now); the
+/// table scan gained 3.6x on NVMe and 1.5x on a disk.
 #[test]
 fn a_jump_elsewhere_and_back_leaves_the_stream_where_it_was() {
     within_the_kernels_rule(
         "noisy:size=4029p,bs=3p,swap=2,back=7,jump=7,seed=855257",
         ahead::DeviceModel::NVME,
         3021,
-        1.15,
+        1.30,
     );
+}
+
+/// sqlite3's full table scan, as `ahead trace` recorded it (BENCHMARKS.md, issue 44): leaf
+/// pages in order, and every 399th page an interior page, read when the scan is 170 pages
+/// short of it and then passed over. The jump ahead lands within what was read ahead; the
+/// return goes on where the scan stood, and the pages the window passed over as a foretold
+/// skip are read with the first miss among them, not a page a request (3.6x linux-ondemand
+/// on NVMe, 1.5x on a disk).
+#[test]
+fn a_table_scan_with_interior_pages_ahead_is_one_stream() {
+    let pages = 40_000u64;
+    let interior = |p: u64| p >= 1449 && (p - 1449) % 399 == 0;
+    let mut events = Vec::new();
+    for p in (0..pages).filter(|&p| !interior(p)) {
+        events.push(read(p, 1));
+        if interior(p + 170) {
+            events.push(read(p + 170, 1));
+        }
+    }
+    for device in [ahead::DeviceModel::NVME, ahead::DeviceModel::HDD] {
+        let time = |policy: &str| {
+            let config = SimConfig { device, ..config() };
+            let mut s = Simulator::new(policy, config).unwrap();
+            s.run_workload(one_file(pages + 200, events.clone()))
+                .unwrap();
+            s.report().faithful.modeled_ms
+        };
+        let (a, k) = (time("adaptive"), time("linux-ondemand"));
+        assert!(
+            a <= 1.05 * k,
+            "{}: adaptive {a:.3} ms, linux-ondemand {k:.3} ms",
+            device.name
+        );
+    }
 }
 
 /// On a disk a skip cheaper than a seek is read through, as a stride's gap is: following

@@ -121,8 +121,11 @@
 //!   swapped order) is no skip: no period is learned from it. A skip the reader later comes
 //!   back into (it reads the pages it passed over) was no skip: the period is forgotten. A
 //!   skip followed by a read where the stream stood before it was a jump elsewhere and back
-//!   (a B-tree scan's interior page): the stream goes on where it was, its readahead as it
-//!   stood. A backward stream takes no read past its last read's end for one of its window.
+//!   (a B-tree scan's interior page), also when the jump landed within what was read ahead:
+//!   the stream goes on where it was, its readahead as it stood. A miss in a hole of what was
+//!   read ahead (a skip the period foretold that the reader read into after all) brings the
+//!   hole in with it, a window at most, and forgets the period. A backward stream takes no
+//!   read past its last read's end for one of its window.
 //! * *A skip cheaper than a request is read through*, as a stride's gap is: on a disk a run
 //!   and skip of a few pages each is one stream, not a seek per run.
 //! * *Speculation rents before it buys* (ski rental). Its net cost, the pages and requests it

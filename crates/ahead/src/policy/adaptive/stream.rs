@@ -67,6 +67,8 @@ pub(super) struct Stream {
     /// pending). A next read that goes on from there shows the skip was a jump elsewhere and
     /// back (a B-tree scan reading an interior page): the stream goes on where it was.
     pub(super) before_skip: u64,
+    /// The read (tick) that skipped: only the next read may return.
+    pub(super) skip_tick: u64,
     /// Its frontier and the start of its run then.
     pub(super) frontier_before_skip: u64,
     pub(super) run_start_before_skip: u64,
@@ -105,6 +107,7 @@ impl Stream {
         before_skip: 0,
         frontier_before_skip: 0,
         run_start_before_skip: 0,
+        skip_tick: 0,
         run: 0,
         used: 0,
         frontier: 0,
@@ -143,16 +146,18 @@ impl Stream {
     /// readers taking turns over one file, or records with small gaps between them, also jump
     /// ahead within what was read ahead, and are better served by reading through.
     pub(super) fn note_skip(&mut self, s: u64) {
-        let (run, skip) = (
-            self.reach.saturating_sub(self.run_start),
-            s.saturating_sub(self.reach),
-        );
+        self.note_skip_from(self.reach, s);
+    }
+
+    /// [`Stream::note_skip`] of a skip from `reach` (where the stream stood) to `s`.
+    pub(super) fn note_skip_from(&mut self, reach: u64, s: u64) {
+        let (run, skip) = (reach.saturating_sub(self.run_start), s.saturating_sub(reach));
         // A gap of a record or two is noise, not a skip: two records read in swapped order, a
         // B-tree scan's neighbouring pages. The run goes on through it.
         if skip <= 2 * self.record.max(1) {
             return;
         }
-        self.gap = PageRange::new(self.reach, s);
+        self.gap = PageRange::new(reach, s);
         if run < skip.max(4 * self.record) {
             self.period_seen = 0;
         } else if (run, skip) == (self.period_run, self.period_skip) {
@@ -193,7 +198,13 @@ impl Stream {
                 }
                 // Back where it was before its last skip: the skip was a jump and back.
                 let r = self.before_skip;
-                if self.shape == Shape::Forward && r > 0 && s + 1 >= r && s <= r && e > r {
+                if self.shape == Shape::Forward
+                    && r > 0
+                    && now == self.skip_tick + 1
+                    && s + 1 >= r
+                    && s <= r
+                    && e > r
+                {
                     return Some(Join::Returns);
                 }
             }
@@ -388,7 +399,14 @@ impl Adaptive {
             Join::InWindow => {
                 if st.shape == Shape::Forward {
                     if s > st.reach + st.skip {
-                        // A skip ahead within what was read ahead: a run and a skip.
+                        // A skip ahead within what was read ahead: a run and a skip, or a
+                        // jump there and back (a B-tree's interior page read ahead of its
+                        // leaves): where the stream stood is kept for a return.
+                        // The window it read ahead stands: a return keeps it.
+                        st.before_skip = st.reach;
+                        st.frontier_before_skip = u64::MAX;
+                        st.run_start_before_skip = st.run_start;
+                        st.skip_tick = st.tick;
                         st.note_skip(s);
                     }
                     st.reach = st.reach.max(e);
@@ -403,6 +421,7 @@ impl Adaptive {
                 st.before_skip = st.reach;
                 st.frontier_before_skip = st.frontier;
                 st.run_start_before_skip = st.run_start;
+                st.skip_tick = st.tick;
                 st.note_skip(s);
                 st.reach = e;
                 st.run += 1;
@@ -412,7 +431,10 @@ impl Adaptive {
                 // The skip was a jump: forget it, and go on from where the stream was, its
                 // readahead as it stood then (what the jump read ahead is lost).
                 st.reach = e;
-                st.frontier = st.frontier_before_skip.max(e);
+                st.frontier = match st.frontier_before_skip {
+                    u64::MAX => st.frontier.max(e),
+                    f => f.max(e),
+                };
                 st.run_start = st.run_start_before_skip.min(s);
                 st.before_skip = 0;
                 st.period_seen = 0;

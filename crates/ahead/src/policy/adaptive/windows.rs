@@ -12,6 +12,11 @@ pub(super) fn fits_cache_whole(ctx: &dyn RaContext) -> bool {
 
 /// Pages that must stay ahead of a reader whose window is `window`: at least the window, what
 /// the device needs in flight, at most `cap`.
+/// The first page at or after `from` that is cached, or `to`.
+fn hole_end(ctx: &dyn RaContext, from: u64, to: u64) -> u64 {
+    (from..to).find(|&p| ctx.is_cached(p)).unwrap_or(to.max(from))
+}
+
 pub(super) fn lead(window: u64, device_lead: u64, cap: u64) -> u64 {
     window.max(device_lead).min(cap).max(1)
 }
@@ -331,7 +336,16 @@ impl Adaptive {
             // The window counts from the read (as the kernel's initial window does); the next
             // one starts when the reader passes the marker.
             if st.frontier > e {
-                return Some(self.issue(ctx, IoKind::Sync, s, e - s, e - s));
+                // A hole in what was read ahead: a skip the period foretold that the reader
+                // read into after all, or pages evicted. The reader waits either way; the
+                // hole up to the next cached page comes in the same request (a window at
+                // most), or every read through it would wait on its own.
+                // A period that foretold a skip the reader did not make is no period.
+                if follows {
+                    st.period_seen = 0;
+                }
+                let end = hole_end(ctx, e, st.frontier.min(s + window.max(e - s)));
+                return Some(self.issue(ctx, IoKind::Sync, s, end - s, e - s));
             }
             // The lead waits for the stream to continue, hinted or not: many files opened at
             // once with the hint (a merge) would each put their whole lead ahead of the next
