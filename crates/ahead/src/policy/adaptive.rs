@@ -128,11 +128,16 @@
 //!   read past its last read's end for one of its window.
 //! * *A skip cheaper than a request is read through*, as a stride's gap is: on a disk a run
 //!   and skip of a few pages each is one stream, not a seek per run.
-//! * *Speculation rents before it buys* (ski rental). Its net cost, the pages and requests it
-//!   spent less the misses its pages saved, stays within twice what the reader's own misses
-//!   have cost ([`speculation::SPEC_SHARE`]); only once those misses have cost an eighth of
-//!   the file ([`speculation::BUY_SHARE`]) may the sweep read the file whole. The judge above
-//!   still stops it when its pages go unread.
+//! * *Speculation spends only what it was given or has earned.* Its net cost, the pages and
+//!   requests it spent less the misses its pages saved (each speculated granule's first read
+//!   once: a hot page read again saved one miss, not one a read), stays within 1/16 of what
+//!   the reader's own misses have cost ([`speculation::SPEC_SHARE_DIV`]), at every moment: a
+//!   reader that stops, or a run cut short, has paid at most that share for bets that had not
+//!   yet paid. What the speculated pages save pays for more, so on a reader that keeps finding
+//!   them the sweep goes on at a pace that compounds (a file read at random to the end is read
+//!   whole later than a bet on it would have: the table rows in `tests/common/table.rs` say how
+//!   much). A sweep step waits until the ledger pays for all of it. The judge above still stops
+//!   speculation when its pages go unread.
 //!
 //! These are rules of thumb made safe case by case, not a bound proved: the generator of readers
 //! nobody tuned for (`tests/no_harm.rs`, `examples/no_harm.rs`) measures what is left, and
@@ -422,10 +427,13 @@ impl Policy for Adaptive {
         if missed {
             // What the reader's own misses cost: what speculation may spend.
             self.spec.demand += self.miss_cost + (e - s);
-        } else if self.spec.marked(s) {
-            // A read that found speculated pages: a miss speculation saved, whatever stream
-            // it joins (a file read in order and at random finds the sweep's pages both ways).
+        } else if self.spec.take_mark(s) {
+            // The first read to find a speculated granule: a miss speculation saved, whatever
+            // stream it joins (a file read in order and at random finds the sweep's pages both
+            // ways). Once per granule: a hot page read again and again saved one miss, not
+            // one a read.
             self.spec.saved += self.miss_cost + (e - s);
+            self.spec.hits += 1;
         }
         if self.bets.won_now {
             self.bets.won += 1;

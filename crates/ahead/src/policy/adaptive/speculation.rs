@@ -11,8 +11,7 @@ use super::*;
 pub(super) struct Speculation {
     /// Pages a random miss brings in (a power of two; 0: only what is asked).
     pub(super) block: u64,
-    /// Speculative pages issued, and random reads that landed on a cached page of a speculated
-    /// granule.
+    /// Speculative pages issued, and speculated granules a read then found (each once).
     pub(super) issued: u64,
     pub(super) hits: u64,
     /// Pages of the reads that joined no stream and went back (twice: see `on_read`).
@@ -55,10 +54,6 @@ impl Marks {
         self.0[w] |= b;
     }
 
-    pub(super) fn contains(&self, key: u64) -> bool {
-        let (w, b) = Self::bit(key);
-        self.0[w] & b != 0
-    }
 
     /// Take `key` out; whether it was in.
     pub(super) fn remove(&mut self, key: u64) -> bool {
@@ -87,22 +82,19 @@ impl Speculation {
     };
 
     /// Pages' worth of device time speculation may spend now: its net cost (what it spent less
-    /// the misses it saved) stays within [`SPEC_SHARE`] times what the reader's own misses have
-    /// cost, until they have cost 1/[`BUY_SHARE`] of the file (then no limit: the file is
-    /// bought). A bet that loses costs the reader at most that over reading only what it asks;
-    /// a bet that wins pays for the next.
-    pub(super) fn allowance(&self, file_pages: u64) -> u64 {
-        if self.demand.saturating_mul(BUY_SHARE) >= file_pages {
-            // Rented long enough: the reader's misses have cost a good part of what reading
-            // the file whole costs.
-            return u64::MAX / 4;
-        }
-        (self.demand * SPEC_SHARE + self.saved).saturating_sub(self.spent)
+    /// the misses it saved) stays within 1/[`SPEC_SHARE_DIV`] of what the reader's own misses
+    /// have cost. A bet that loses costs the reader at most that share over reading only what
+    /// it asks, at every moment (a run cut short sees no bet it paid for unrepaid); a bet that
+    /// wins pays for the next, so a reader that keeps finding speculated pages has the file
+    /// read ahead at a pace that compounds with what it finds.
+    pub(super) fn allowance(&self) -> u64 {
+        (self.demand / SPEC_SHARE_DIV + self.saved).saturating_sub(self.spent)
     }
 
-    /// Whether `page`'s granule was brought in by speculation.
-    pub(super) fn marked(&self, page: u64) -> bool {
-        self.marks.contains(page / SPEC_GRANULE)
+    /// Whether `page`'s granule was brought in by speculation and not yet read: it is read
+    /// now, and no longer counts.
+    pub(super) fn take_mark(&mut self, page: u64) -> bool {
+        self.marks.remove(page / SPEC_GRANULE)
     }
 
     /// Mark the granules of pages `start..end` as speculation's.
@@ -115,13 +107,10 @@ impl Speculation {
     }
 }
 
-/// Speculation's net cost is at most `SPEC_SHARE` times the reader's own misses' (ski rental:
-/// rent, the misses, until what they cost pays for buying, the file read ahead).
-pub(super) const SPEC_SHARE: u64 = 2;
-/// Speculation buys (reads the file whole, at the sweep's pace) once the reader's misses have
-/// cost 1/`BUY_SHARE` of the file's pages: the rest then costs at most that many times what the
-/// reader has paid already.
-pub(super) const BUY_SHARE: u64 = 8;
+/// Speculation's net cost is at most 1/`SPEC_SHARE_DIV` of the reader's own misses' (what
+/// it has not earned back): a bet never costs a reader more than that share, however soon it
+/// stops reading.
+pub(super) const SPEC_SHARE_DIV: u64 = 16;
 
 /// A sweep step is at least this many times the pages' worth of a request's cost
 /// (`miss_cost`), so the request costs at most a sixteenth of the step.
@@ -137,10 +126,7 @@ impl Adaptive {
     /// and, if it misses and speculating pays, bring in the aligned block around it.
     pub(super) fn speculate(&mut self, s: u64, e: u64, ctx: &mut dyn RaContext) {
         if ctx.is_cached(s) {
-            if self.spec.marked(s) {
-                self.spec.hits += 1;
-            }
-            return;
+            return; // a hit on a speculated granule was counted in `on_read`
         }
         let block = self.spec_block(ctx);
         if block == 0 {
@@ -152,7 +138,7 @@ impl Adaptive {
         // need yet.
         let block = (2 * self.miss_cost).next_power_of_two().min(block);
         // No larger than the ledger allows past the read itself.
-        let allowed = self.spec.allowance(ctx.file_pages());
+        let allowed = self.spec.allowance();
         let block = if block > (e - s) + allowed {
             prev_power_of_two(((e - s) + allowed).max(1))
         } else {
@@ -189,13 +175,16 @@ impl Adaptive {
         // or enough blocks that the request costs at most 1/`SWEEP_COST_SHARE` of their
         // transfer: on a disk each step seeks (a random miss's block lies between two), and
         // one block a step paid a seek per 4 MiB where the kernel's windows paid one per 8-16.
-        let mut budget = block
+        let step = block
             .max(self.device_lead)
             .max((SWEEP_COST_SHARE * self.miss_cost).next_multiple_of(block))
-            .min(self.spec.allowance(last).saturating_sub(self.request_cost));
-        if budget == 0 {
-            return; // the ledger pays for no step: wait for more misses
+            .min(last - self.spec.swept);
+        if self.spec.allowance() < step + self.request_cost {
+            // The ledger pays for no whole step: wait for more misses, or hits (a step in
+            // pieces would pay a request for each).
+            return;
         }
+        let mut budget = step;
         while budget > 0 && self.spec.swept < last {
             let from = (self.spec.sweep_from + self.spec.swept) % last.max(1);
             let pages = block
