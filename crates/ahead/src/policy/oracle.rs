@@ -14,7 +14,10 @@
 //! per-request cost and seek, or, where requests wait on their latency, its queue slot); pages
 //! of the gap that some later read needs cost nothing when everything the plan reads fits in
 //! the cache, since they save that read its own request, and a run then also reads on past its
-//! last read through such pages. Where a seek costs more than a short gap, a new run starts
+//! last read through such pages. Where not everything fits, neither do pages a later read
+//! needs soon (before the reads between touch half of what a page stays cached for: a
+//! B-tree scan's next leaves, passed over by its jump to an interior page just ahead), though
+//! the whole gap is still counted as given up. Where a seek costs more than a short gap, a new run starts
 //! back where its file's last pages end, so the device continues without seeking. A run stays
 //! open while its first pages would still be cached when a later read came for more.
 //!

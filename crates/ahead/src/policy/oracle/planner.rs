@@ -28,6 +28,10 @@ pub(super) struct Planner<'a> {
     pub(super) fits: bool,
     /// Fits: the last read of each page.
     pub(super) last_use: HashMap<(u32, u64), usize>,
+    /// Does not fit: every (file, page, read) a read touches, sorted, and the pages the reads
+    /// before each read touch (a lower bound on the LRU clock's advance between two reads).
+    pub(super) uses: Vec<(u32, u64, usize)>,
+    pub(super) touched_before: Vec<u64>,
     /// Pages read or touched since the start: the cache's LRU clock.
     pub(super) clock: u64,
     /// How long a page stays cached after its last touch, on that clock.
@@ -50,12 +54,23 @@ pub(super) struct Planner<'a> {
 impl<'a> Planner<'a> {
     pub(super) fn new(needs: &'a [Need], s: OracleSettings, fits: bool) -> Planner<'a> {
         let mut last_use = HashMap::new();
+        let mut uses = Vec::new();
+        let mut touched_before = Vec::new();
         if fits {
             for (k, n) in needs.iter().enumerate() {
                 for p in n.first..n.end {
                     last_use.insert((n.file, p), k);
                 }
             }
+        } else {
+            let mut touched = 0;
+            touched_before.reserve(needs.len());
+            for (k, n) in needs.iter().enumerate() {
+                touched_before.push(touched);
+                touched += n.end - n.first;
+                uses.extend((n.first..n.end).map(|p| (n.file, p, k)));
+            }
+            uses.sort_unstable();
         }
         let cache = s.cache_pages.max(1);
         Planner {
@@ -66,6 +81,8 @@ impl<'a> Planner<'a> {
             ramp: s.ramp,
             fits,
             last_use,
+            uses,
+            touched_before,
             clock: 0,
             lifetime: if fits {
                 u64::MAX
@@ -206,7 +223,10 @@ impl<'a> Planner<'a> {
     }
 
     /// What reading through the gap `[x, y)` of `f` costs, in pages nobody will use, if it
-    /// may be read through at all (no page of it cached).
+    /// may be read through at all (no page of it cached). Where evictions are possible, a page
+    /// a later read needs soon costs nothing either: the reads until then touch under half
+    /// the pages a page stays cached for (a B-tree scan's next leaves, passed over by its jump
+    /// to an interior page just ahead). It is still counted as given up ([`Self::given_up`]).
     pub(super) fn gap_cost(&self, k: usize, f: u32, x: u64, y: u64) -> Option<u64> {
         if x >= y {
             return Some(0);
@@ -219,8 +239,27 @@ impl<'a> Planner<'a> {
                 .filter(|p| self.last_use.get(&(f, *p)).is_none_or(|&u| u <= k))
                 .count() as u64
         } else {
-            y - x
+            (x..y).filter(|&p| !self.needed_soon(k, f, p)).count() as u64
         })
+    }
+
+    /// Does not fit: whether a read after `k` needs page `p` of `f` before the reads between
+    /// touch half the pages a page stays cached for.
+    fn needed_soon(&self, k: usize, f: u32, p: u64) -> bool {
+        let next = self.uses.partition_point(|&use_| use_ <= (f, p, k));
+        self.uses.get(next).is_some_and(|&(uf, up, u)| {
+            (uf, up) == (f, p) && 2 * (self.touched_before[u] - self.touched_before[k]) < self.lifetime
+        })
+    }
+
+    /// The pages of the gap `[x, y)` counted as given up when it is read through, at `cost`
+    /// (from [`Self::gap_cost`]): where evictions are possible, all of them, whatever comes.
+    fn given_up(&self, x: u64, y: u64, cost: u64) -> u64 {
+        if self.fits {
+            cost
+        } else {
+            y - x
+        }
     }
 
     /// Bring in `[x, y)` of `f` for read `k`: join an open run or open one.
@@ -289,7 +328,8 @@ impl<'a> Planner<'a> {
             .filter(|&i| self.runs[i].end <= x && x < self.runs[i].start + self.runs[i].limit)
             .and_then(|i| {
                 let gap = self.gap_cost(k, f, self.runs[i].end, x)?;
-                (gap <= self.gap).then_some((i, self.runs[i].end, x, gap))
+                let given_up = self.given_up(self.runs[i].end, x, gap);
+                (gap <= self.gap).then_some((i, self.runs[i].end, x, given_up))
             });
         // Else the open run starting after y, if the piece ends close enough below it.
         let after = || {
@@ -304,7 +344,8 @@ impl<'a> Planner<'a> {
                 })
                 .and_then(|i| {
                     let gap = self.gap_cost(k, f, y, self.runs[i].start)?;
-                    (gap <= self.gap).then_some((i, y, self.runs[i].start, gap))
+                    let given_up = self.given_up(y, self.runs[i].start, gap);
+                    (gap <= self.gap).then_some((i, y, self.runs[i].start, given_up))
                 })
         };
         match before.or_else(after) {
@@ -397,7 +438,7 @@ impl<'a> Planner<'a> {
             return None;
         }
         let cost = self.gap_cost(k, f, span.end, x)?;
-        (cost <= self.seek).then_some((span.end, cost))
+        (cost <= self.seek).then_some((span.end, self.given_up(span.end, x, cost)))
     }
 
     /// Pages `[x, y)` of `f` are read for read `k` (`fresh`: not used by it): covered from
