@@ -568,7 +568,7 @@ fn a_jump_elsewhere_and_back_leaves_the_stream_where_it_was() {
 #[test]
 fn a_table_scan_with_interior_pages_ahead_is_one_stream() {
     let pages = 40_000u64;
-    let interior = |p: u64| p >= 1449 && (p - 1449) % 399 == 0;
+    let interior = |p: u64| p >= 1449 && (p - 1449).is_multiple_of(399);
     let mut events = Vec::new();
     for p in (0..pages).filter(|&p| !interior(p)) {
         events.push(read(p, 1));
