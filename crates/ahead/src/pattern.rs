@@ -315,20 +315,11 @@ impl Pattern {
             }
             (false, "merge") => Pattern::Merge { size, bs, ways: a.number("ways", 12)?, seed: a.number("seed", 1)? },
             (false, "noisy") => {
-                let p = Pattern::Noisy {
-                    size,
-                    bs,
-                    swap: a.number("swap", 2)?,
-                    back: a.number("back", 1)?,
-                    jump: a.number("jump", 1)?,
-                    seed: a.number("seed", 1)?,
-                };
-                if let Pattern::Noisy { swap, back, jump, .. } = p {
-                    if swap.saturating_add(back).saturating_add(jump) > 100 {
-                        return Err(format!("pattern '{spec}': swap, back and jump are percents of the steps: at most 100 together"));
-                    }
+                let (swap, back, jump) = (a.number("swap", 2)?, a.number("back", 1)?, a.number("jump", 1)?);
+                if swap.saturating_add(back).saturating_add(jump) > 100 {
+                    return Err(format!("pattern '{spec}': swap, back and jump are percents of the steps: at most 100 together"));
                 }
-                p
+                Pattern::Noisy { size, bs, swap, back, jump, seed: a.number("seed", 1)? }
             }
             (false, "hotset") => {
                 let hot = a.size("hot", (size.0 / 16).max(bs.0))?;

@@ -17,9 +17,10 @@
 //! last read through such pages. Where not everything fits, neither do pages a later read
 //! needs soon (before the reads between touch half of what a page stays cached for: a
 //! B-tree scan's next leaves, passed over by its jump to an interior page just ahead), though
-//! the whole gap is still counted as given up. Where a seek costs more than a short gap, a new run starts
-//! back where its file's last pages end, so the device continues without seeking. A run stays
-//! open while its first pages would still be cached when a later read came for more.
+//! the whole gap is still counted as given up. Where a seek costs more than a short gap, a new
+//! run starts back where its file's last pages end, so the device continues without seeking.
+//! A run stays open while its first pages would still be cached when a later read came for
+//! more.
 //!
 //! **Size.** The largest run is the device's largest I/O, or a quarter of the budget if that is
 //! more (contiguous commands pay one seek). A run's limit grows on a ramp from the first read:

@@ -69,8 +69,9 @@ pub(super) struct Stream {
     pub(super) before_skip: u64,
     /// The read (tick) that skipped: only the next read may return.
     pub(super) skip_tick: u64,
-    /// Its frontier and the start of its run then.
-    pub(super) frontier_before_skip: u64,
+    /// Its frontier then (`None`: the skip was within what was read ahead, whose window
+    /// stands), and the start of its run then.
+    pub(super) frontier_before_skip: Option<u64>,
     pub(super) run_start_before_skip: u64,
     /// Reads that continued the stream.
     pub(super) run: u32,
@@ -105,7 +106,7 @@ impl Stream {
         period_seen: 0,
         gap: PageRange::new(0, 0),
         before_skip: 0,
-        frontier_before_skip: 0,
+        frontier_before_skip: None,
         run_start_before_skip: 0,
         skip_tick: 0,
         run: 0,
@@ -146,11 +147,7 @@ impl Stream {
     /// readers taking turns over one file, or records with small gaps between them, also jump
     /// ahead within what was read ahead, and are better served by reading through.
     pub(super) fn note_skip(&mut self, s: u64) {
-        self.note_skip_from(self.reach, s);
-    }
-
-    /// [`Stream::note_skip`] of a skip from `reach` (where the stream stood) to `s`.
-    pub(super) fn note_skip_from(&mut self, reach: u64, s: u64) {
+        let reach = self.reach;
         let (run, skip) = (reach.saturating_sub(self.run_start), s.saturating_sub(reach));
         // A gap of a record or two is noise, not a skip: two records read in swapped order, a
         // B-tree scan's neighbouring pages. The run goes on through it.
@@ -401,10 +398,10 @@ impl Adaptive {
                     if s > st.reach + st.skip {
                         // A skip ahead within what was read ahead: a run and a skip, or a
                         // jump there and back (a B-tree's interior page read ahead of its
-                        // leaves): where the stream stood is kept for a return.
-                        // The window it read ahead stands: a return keeps it.
+                        // leaves): where the stream stood is kept for a return, and the
+                        // window it read ahead stands.
                         st.before_skip = st.reach;
-                        st.frontier_before_skip = u64::MAX;
+                        st.frontier_before_skip = None;
                         st.run_start_before_skip = st.run_start;
                         st.skip_tick = st.tick;
                         st.note_skip(s);
@@ -419,7 +416,7 @@ impl Adaptive {
             Join::Repeats => {}
             Join::Skips => {
                 st.before_skip = st.reach;
-                st.frontier_before_skip = st.frontier;
+                st.frontier_before_skip = Some(st.frontier);
                 st.run_start_before_skip = st.run_start;
                 st.skip_tick = st.tick;
                 st.note_skip(s);
@@ -431,10 +428,7 @@ impl Adaptive {
                 // The skip was a jump: forget it, and go on from where the stream was, its
                 // readahead as it stood then (what the jump read ahead is lost).
                 st.reach = e;
-                st.frontier = match st.frontier_before_skip {
-                    u64::MAX => st.frontier.max(e),
-                    f => f.max(e),
-                };
+                st.frontier = st.frontier_before_skip.unwrap_or(st.frontier).max(e);
                 st.run_start = st.run_start_before_skip.min(s);
                 st.before_skip = 0;
                 st.period_seen = 0;

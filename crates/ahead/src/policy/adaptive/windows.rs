@@ -12,13 +12,13 @@ pub(super) fn fits_cache_whole(ctx: &dyn RaContext) -> bool {
 
 /// Pages that must stay ahead of a reader whose window is `window`: at least the window, what
 /// the device needs in flight, at most `cap`.
+pub(super) fn lead(window: u64, device_lead: u64, cap: u64) -> u64 {
+    window.max(device_lead).min(cap).max(1)
+}
+
 /// The first page at or after `from` that is cached, or `to`.
 fn hole_end(ctx: &dyn RaContext, from: u64, to: u64) -> u64 {
     (from..to).find(|&p| ctx.is_cached(p)).unwrap_or(to.max(from))
-}
-
-pub(super) fn lead(window: u64, device_lead: u64, cap: u64) -> u64 {
-    window.max(device_lead).min(cap).max(1)
 }
 
 /// The most one stream may read in one top-up (`window`) and keep ahead of its reader
