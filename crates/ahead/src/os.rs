@@ -477,6 +477,9 @@ struct LeaseSignal {
 
 /// Lease breaks this process has been told of, by any file.
 static LEASE_BREAKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// Lease breaks whose handler has finished (given its lease up): at most one behind
+/// [`LEASE_BREAKS`], since the handler runs on one thread with its signal blocked.
+static LEASE_BREAKS_HANDLED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The handler's view of `siginfo_t` for a lease break (`SIGPOLL` layout: the band, then
 /// the descriptor), as the kernel lays it out on every Linux ABI with C alignment.
@@ -506,6 +509,7 @@ extern "C" fn on_lease_break(
         // released there is taken again after a size check) or none (EBADF).
         unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK) };
     }
+    LEASE_BREAKS_HANDLED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = saved };
 }
@@ -514,6 +518,21 @@ extern "C" fn on_lease_break(
 /// count was `n` still holds it, unchanged, while the count is `n`.
 pub fn lease_breaks() -> u64 {
     LEASE_BREAKS.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// [`lease_breaks`] once every break counted has been handled, for a lease about to be taken.
+/// A handler still running gives up whatever lease its descriptor holds *now*, and resets the
+/// descriptor's signal and owner: run against a lease just taken again on the same file, it
+/// would leave the file unleased while the engine believed it leased (and a later break sent
+/// as `SIGIO`, which ends the process). Waits out such a handler: a few system calls.
+pub fn settled_lease_breaks() -> u64 {
+    loop {
+        let breaks = LEASE_BREAKS.load(std::sync::atomic::Ordering::SeqCst);
+        if LEASE_BREAKS_HANDLED.load(std::sync::atomic::Ordering::SeqCst) == breaks {
+            return breaks;
+        }
+        std::thread::yield_now();
+    }
 }
 
 /// The real-time signal asked for with [`want_lease_signal`] (0: `SIGRTMAX - 3`).

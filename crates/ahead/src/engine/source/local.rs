@@ -8,7 +8,7 @@
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use crate::engine::backend::{preadv_full, ReadOp};
@@ -29,13 +29,12 @@ pub(crate) const REGISTERED: super::Registered = super::Registered {
 pub(crate) struct LocalFile {
     fd: OwnedFd,
     path: PathBuf,
-    /// Size, modification and change times (ns) at the last read's check: a change of any
-    /// means the file was truncated, extended or written while open, and its cached pages are
-    /// dropped. The change time too, because a writer can set the modification time back
-    /// (`touch -r`, `rsync --inplace`) and nobody can set the change time.
+    /// The file as the last check saw it ([`Seen`]). Held through a whole check (`fstat`,
+    /// compare, drop, store), so checks see the file in the order it changed, and a read that
+    /// finds the file as last seen finds the pages of every change before that already gone.
+    seen: Mutex<Seen>,
+    /// `seen`'s size, for a read under the lease (one load, no lock).
     live_size: AtomicU64,
-    live_mtime_ns: AtomicI64,
-    live_ctime_ns: AtomicI64,
     /// The read lease that spares a read the `fstat` (see [`Lease`]).
     lease: Lease,
     /// Read with `O_DIRECT`.
@@ -44,12 +43,40 @@ pub(crate) struct LocalFile {
     limits: OnceLock<Limits>,
 }
 
+/// Size, modification and change times (ns) of a file: a change of any means it was truncated,
+/// extended or written while open, and its cached pages go. The change time too, because a
+/// writer can set the modification time back (`touch -r`, `rsync --inplace`) and nobody can
+/// set the change time.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    size: u64,
+    mtime_ns: i64,
+    ctime_ns: i64,
+}
+
+impl Seen {
+    fn of(st: &libc::stat) -> Seen {
+        Seen {
+            size: st.st_size as u64,
+            mtime_ns: mtime_ns(st),
+            ctime_ns: ctime_ns(st),
+        }
+    }
+}
+
 /// A file's read lease, as its reads see it. While the lease is held the file cannot have
 /// been opened for writing or truncated, so a read needs no `fstat` to trust the cache: it
 /// compares `held_at` with the process's count of lease breaks ([`os::lease_breaks`]), one
 /// load. Without a lease (someone has the file open for writing, the filesystem does not
 /// lease, the engine was built without leases) every read checks with `fstat`, and every
 /// [`LEASE_RETRY`] reads the engine tries to take the lease again.
+///
+/// `fstat` alone cannot see the end of a write: a write sets the file's times before it copies
+/// its bytes, so a page read from the disk in between is old while the times already say new,
+/// and no later `fstat` tells it apart. Only the lease shows every writer gone. So a file a
+/// writer may have had open (its lease broke, taking it failed with `EAGAIN`, or `fstat` saw
+/// it change) is *suspect*: every read tries to take the lease again, and the read that takes
+/// it drops the file's pages first.
 struct Lease {
     /// [`os::lease_breaks`] when the lease was last known held, or [`NO_LEASE`].
     pub held_at: AtomicU64,
@@ -57,6 +84,8 @@ struct Lease {
     pub allowed: bool,
     /// Reads checked with `fstat` since the file last held its lease.
     pub unleased_reads: AtomicU64,
+    /// Whether a writer may have had the file open since the lease was last held (see above).
+    pub suspect: AtomicBool,
     /// Whether the reason for having no lease has been reported in stats.
     pub reported: AtomicBool,
     /// Held while the lease is checked, taken or given up (rare: never on a read that finds
@@ -92,6 +121,7 @@ impl Lease {
             held_at: AtomicU64::new(NO_LEASE),
             allowed: why_not.is_none(),
             unleased_reads: AtomicU64::new(0),
+            suspect: AtomicBool::new(false),
             reported: AtomicBool::new(false),
             gate: Mutex::new(()),
         };
@@ -114,13 +144,6 @@ fn with_path(path: &Path, e: io::Error) -> io::Error {
         _ => "",
     };
     io::Error::new(e.kind(), format!("{}: {e}{hint}", path.display()))
-}
-
-/// The size in bytes and modification and change times in ns of an open file, as they are
-/// now.
-fn size_and_times(fd: &OwnedFd) -> io::Result<(u64, i64, i64)> {
-    let st = os::fstat(fd.as_fd())?;
-    Ok((st.st_size as u64, mtime_ns(&st), ctime_ns(&st)))
 }
 
 fn mtime_ns(st: &libc::stat) -> i64 {
@@ -257,23 +280,21 @@ fn opened(
             ),
         ));
     }
-    let size = st.st_size as u64;
-    let mtime_ns = mtime_ns(&st);
+    let seen = Seen::of(&st);
     Ok(Opened {
         identity: Identity {
             object: ObjectKey::Inode {
                 dev: st.st_dev,
                 ino: st.st_ino,
             },
-            size,
-            version: mtime_ns as i128,
+            size: seen.size,
+            version: seen.mtime_ns as i128,
         },
         source: Box::new(LocalFile {
             fd,
             path: path.to_path_buf(),
-            live_size: AtomicU64::new(size),
-            live_mtime_ns: AtomicI64::new(mtime_ns),
-            live_ctime_ns: AtomicI64::new(ctime_ns(&st)),
+            seen: Mutex::new(seen),
+            live_size: AtomicU64::new(seen.size),
             lease,
             direct: buffered_because.is_none(),
             limits: OnceLock::new(),
@@ -394,7 +415,8 @@ impl Source for LocalFile {
 
 impl LocalFile {
     /// The slow path of [`Source::current_size`]: a lease break somewhere in the process (is
-    /// it this file's?), or no lease (`fstat`, and now and then an attempt to take the lease).
+    /// it this file's?), or no lease (`fstat`, and an attempt to take the lease: on every read
+    /// of a suspect file, else now and then).
     #[cold]
     fn check(&self, events: &mut dyn FnMut(Event)) -> io::Result<u64> {
         let lease = &self.lease;
@@ -415,7 +437,9 @@ impl LocalFile {
                 // Someone opened the file for writing or truncated it. What they write next
                 // only fstat can see (and only as a new size or modification time), so the
                 // pages cached until now go: a writer's first bytes may land in any of them
-                // within the clock tick the modification time is kept in.
+                // within the clock tick the modification time is kept in. Suspect before
+                // unleased: a read that finds no lease finds it suspect.
+                lease.suspect.store(true, Ordering::Release);
                 lease.held_at.store(NO_LEASE, Ordering::Release);
                 lease.unleased_reads.store(0, Ordering::Relaxed);
                 events(Event::Changed(format!(
@@ -425,68 +449,100 @@ impl LocalFile {
             }
         }
         let size = self.size_check(events)?;
-        if lease.allowed
-            && lease
-                .unleased_reads
-                .fetch_add(1, Ordering::Relaxed)
-                .is_multiple_of(LEASE_RETRY)
-        {
-            if let Ok(_gate) = lease.gate.try_lock() {
-                if lease.held_at.load(Ordering::Acquire) == NO_LEASE {
-                    let breaks = os::lease_breaks();
-                    match os::take_read_lease(self.fd.as_fd()) {
-                        Ok(()) => {
-                            // A change between the check above and the lease would go
-                            // unseen: check once more, now that changes break the lease.
-                            let size = self.size_check(events)?;
-                            lease.held_at.store(breaks, Ordering::Release);
-                            return Ok(size);
-                        }
-                        Err(e) if !lease.reported.swap(true, Ordering::Relaxed) => {
-                            let why = match e.raw_os_error() {
-                                Some(libc::EAGAIN) => "it is open for writing".to_string(),
-                                Some(libc::EACCES) => {
-                                    "another user owns it and this process lacks CAP_LEASE"
-                                        .to_string()
-                                }
-                                _ => e.to_string(),
-                            };
-                            events(Event::Note(Fallback::new(
-                                FallbackKind::NoLease,
-                                format!(
-                                    "{}: no read lease yet ({why}): each read checks its size with fstat",
-                                    self.path.display()
-                                ),
-                            )));
-                        }
-                        Err(_) => {}
-                    }
-                }
+        if lease.allowed {
+            if let Some(size) = self.retake_lease(events)? {
+                return Ok(size);
             }
         }
         Ok(size)
     }
 
+    /// Try to take the lease again: on every read while the file is suspect, every
+    /// [`LEASE_RETRY`] reads otherwise. Returns the size if this read took it.
+    fn retake_lease(&self, events: &mut dyn FnMut(Event)) -> io::Result<Option<u64>> {
+        let lease = &self.lease;
+        let suspect = lease.suspect.load(Ordering::Acquire);
+        let due = lease
+            .unleased_reads
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(LEASE_RETRY);
+        if !suspect && !due {
+            return Ok(None);
+        }
+        // A suspect file's read waits for a retake under way: that retake may be dropping
+        // the very pages this read would be served.
+        let _gate = if suspect {
+            lease.gate.lock().unwrap_or_else(|p| p.into_inner())
+        } else {
+            match lease.gate.try_lock() {
+                Ok(gate) => gate,
+                Err(_) => return Ok(None),
+            }
+        };
+        if lease.held_at.load(Ordering::Acquire) != NO_LEASE {
+            return Ok(None);
+        }
+        let breaks = os::settled_lease_breaks();
+        match os::take_read_lease(self.fd.as_fd()) {
+            Ok(()) => {
+                // A change between the check above and the lease would go unseen: check
+                // once more, now that changes break the lease.
+                let size = self.size_check(events)?;
+                if lease.suspect.swap(false, Ordering::AcqRel) {
+                    events(Event::Changed(format!(
+                        "{}: no longer open for writing: the pages read while it was were dropped (a write sets the file's times before its bytes land)",
+                        self.path.display()
+                    )));
+                }
+                lease.held_at.store(breaks, Ordering::Release);
+                Ok(Some(size))
+            }
+            Err(e) => {
+                if e.raw_os_error() == Some(libc::EAGAIN) {
+                    lease.suspect.store(true, Ordering::Release);
+                }
+                if !lease.reported.swap(true, Ordering::Relaxed) {
+                    let why = match e.raw_os_error() {
+                        Some(libc::EAGAIN) => "it is open for writing".to_string(),
+                        Some(libc::EACCES) => {
+                            "another user owns it and this process lacks CAP_LEASE".to_string()
+                        }
+                        _ => e.to_string(),
+                    };
+                    events(Event::Note(Fallback::new(
+                        FallbackKind::NoLease,
+                        format!(
+                            "{}: no read lease yet ({why}): each read checks its size with fstat",
+                            self.path.display()
+                        ),
+                    )));
+                }
+                Ok(None)
+            }
+        }
+    }
+
     /// One `fstat`: if the size, modification or change time changed since the last check,
-    /// the file's cached pages go. (Since Linux 6.13 a write after an `fstat` gets a
-    /// fine-grained time, so two writes a check apart never share one.)
+    /// the file's cached pages go, and then the check stores what it saw. (Since Linux 6.13 a
+    /// write after an `fstat` gets a fine-grained time, so two writes a check apart never
+    /// share one.)
     fn size_check(&self, events: &mut dyn FnMut(Event)) -> io::Result<u64> {
         events(Event::SizeChecked);
-        let (size, mtime, ctime) = size_and_times(&self.fd)?;
-        let (was, was_mtime, was_ctime) = (
-            self.live_size.load(Ordering::Acquire),
-            self.live_mtime_ns.load(Ordering::Acquire),
-            self.live_ctime_ns.load(Ordering::Acquire),
-        );
-        if size != was || mtime != was_mtime || ctime != was_ctime {
-            self.live_size.store(size, Ordering::Release);
-            self.live_mtime_ns.store(mtime, Ordering::Release);
-            self.live_ctime_ns.store(ctime, Ordering::Release);
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Seen::of(&os::fstat(self.fd.as_fd())?);
+        if now != *seen {
+            if self.lease.allowed {
+                self.lease.suspect.store(true, Ordering::Release);
+            }
             events(Event::Changed(format!(
-                "{}: changed while open (size {was} -> {size} bytes): its cached pages were dropped",
-                self.path.display()
+                "{}: changed while open (size {} -> {} bytes): its cached pages were dropped",
+                self.path.display(),
+                seen.size,
+                now.size
             )));
+            self.live_size.store(now.size, Ordering::Release);
+            *seen = now;
         }
-        Ok(size)
+        Ok(now.size)
     }
 }
