@@ -27,7 +27,9 @@ pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
         .backend(backend)
         .budget(budget)
         .allow_budget_over_memory(a.budget_over_memory)
-        .leases(!a.no_lease);
+        .leases(!a.no_lease)
+        // cat reads each file once: a large one goes through a ring, not into the budget.
+        .drop_behind(true);
     if let Some(b) = size_flag("ra-max", &a.ra_max, a.ra_max_kb, 1 << 10)? {
         if b < 1 << 10 {
             return Err(usage("--ra-max must be at least 1k"));

@@ -81,6 +81,7 @@ pub struct EngineBuilder {
     pub(super) pretouch: bool,
     pub(super) keep_memory: bool,
     pub(super) fault_ahead: bool,
+    pub(super) drop_behind: bool,
     pub(super) budget_over_memory: bool,
     pub(super) remote_options: RemoteOptions,
 }
@@ -118,6 +119,7 @@ impl Default for EngineBuilder {
             pretouch: false,
             keep_memory: false,
             fault_ahead: true,
+            drop_behind: false,
             budget_over_memory: false,
             remote_options: RemoteOptions::default(),
         }
@@ -284,6 +286,23 @@ impl EngineBuilder {
         self
     }
 
+    /// Read files larger than a quarter of the budget through a ring (default off), as
+    /// PostgreSQL scans a table larger than a quarter of its buffers: what a scan has passed
+    /// over (256 pages behind it, every page of a 64-page batch used) is dropped, so the scan
+    /// reads on in memory already faulted in, and the engine holds about its windows rather
+    /// than the file; such a file opened with [`crate::Engine::open_many`] is asked for the
+    /// first bytes that keep its device busy, not its whole share. For a caller that reads
+    /// each large file once (`ahead cat` turns it on, as `dd iflag=nocache` asks the kernel):
+    /// a re-read of such a file from its start reads it again. Off: every file is cached
+    /// whole while the budget allows. Not the default because it costs re-readers, measured
+    /// (BENCHMARKS, issue 45): the bench's warm re-read of 512 MiB of its 2 GiB file read it
+    /// all again, and its large random reads (512 KiB, `tiobench`) used whole batches and
+    /// lost them.
+    pub fn drop_behind(mut self, on: bool) -> Self {
+        self.drop_behind = on;
+        self
+    }
+
     /// Keep the cache's memory once touched, even when its pages are dropped (default off).
     /// By default, when dropped pages (don't-need advice, a file that changed) leave at least
     /// 16 MiB free at the top of the cache, that memory goes back to the system, so the engine
@@ -359,6 +378,9 @@ impl EngineBuilder {
         });
         if !self.fault_ahead {
             core.cache.no_fault_ahead();
+        }
+        if self.drop_behind {
+            core.cache.drop_behind();
         }
         if self.pretouch {
             core.cache.populate().map_err(|e| {

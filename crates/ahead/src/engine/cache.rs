@@ -41,6 +41,18 @@
 //!   flight are never evicted. The hand's order makes the slots it frees consecutive, so most
 //!   requests get one contiguous buffer. The cache never reads into a new slot while an old
 //!   one is free, so the memory touched is what was cached at its fullest.
+//! * **Drop-behind for scans** (where the engine asks for it: a reader that reads each file
+//!   once, as `ahead cat` does). A file larger than a quarter of the cache is read through a
+//!   ring, as PostgreSQL reads a table larger than a quarter of its buffers: memory a scan has
+//!   passed over goes first, so the scan runs in slots already faulted in instead of faulting
+//!   fresh memory for every page (the kernel zeroes each on first touch; on a virtual machine
+//!   its host may first have to find it). When a read of such a file crosses a multiple of
+//!   [`BEHIND_BATCH`] pages, the batch [`BEHIND_LAG`] pages behind it, either way (a scan may
+//!   run backwards), is dropped if every page of it is ready and was used: a scan, or
+//!   several readers taking turns, passed over it whole. A reader's steps back within the lag
+//!   still hit; pages a random reader used, or a strided one, leave no batch whole and age
+//!   under CLOCK as before; a smaller file stays cached whole for a re-read. Dropped slots are
+//!   free below the frontier, so the next read takes them before the frontier moves.
 //! * **Giving memory back.** When pages are dropped (don't-need advice, a file that changed),
 //!   the free slots at the top of the arena, above the highest slot in use, are returned to
 //!   the system (`MADV_DONTNEED`) and the frontier comes down to them ([`Cache::trim`]), once
@@ -86,6 +98,10 @@ pub(crate) const TRIM_MIN_BYTES: usize = 16 << 20;
 /// The least memory given back from below the highest slot in use, at once: a huge page, so
 /// giving it back splits none.
 const GIVE_BACK_UNIT_BYTES: usize = 2 << 20;
+/// Pages a scan drops behind it at once (see the module comment).
+const BEHIND_BATCH: u64 = 64;
+/// How far behind a scan's reads it keeps what it passed over: its steps back within this hit.
+const BEHIND_LAG: u64 = 256;
 
 const PAGE: usize = PAGE_SIZE as usize;
 
@@ -162,6 +178,8 @@ pub(crate) struct PageTable {
     chunks: Box<[OnceLock<Box<[AtomicU64]>>]>,
     /// Its pages evicted unused (the file's share of the cache's count).
     wasted_pages: AtomicU64,
+    /// Read through a ring: larger than a quarter of the cache (see "Drop-behind").
+    bulk: bool,
     /// How many times its contents changed under it ([`Cache::invalidate`]). A read is
     /// claimed with the generation it was claimed in, and lands only if its pages still carry
     /// that claim: a read begun before a change never lands after it.
@@ -169,17 +187,23 @@ pub(crate) struct PageTable {
 }
 
 impl PageTable {
+    /// Whether it is read through a ring (see "Drop-behind").
+    pub fn bulk(&self) -> bool {
+        self.bulk
+    }
+
     /// Its pages evicted before anyone used them.
     pub fn wasted_pages(&self) -> u64 {
         self.wasted_pages.load(Ordering::Relaxed)
     }
 
-    fn new(id: u32, pages: u64) -> PageTable {
+    fn new(id: u32, pages: u64, bulk: bool) -> PageTable {
         let n = pages.div_ceil(1 << CHUNK_SHIFT).max(1) as usize;
         PageTable {
             id,
             chunks: (0..n).map(|_| OnceLock::new()).collect(),
             wasted_pages: AtomicU64::new(0),
+            bulk,
             generation: AtomicU32::new(0),
         }
     }
@@ -396,6 +420,8 @@ pub(crate) struct CacheCounters {
     pub thrashed_pages: AtomicU64,
     /// Slots whose memory [`Cache::trim`] gave back.
     pub given_back_pages: AtomicU64,
+    /// Pages a scan passed over and dropped ("Drop-behind").
+    pub dropped_behind_pages: AtomicU64,
 }
 
 /// The page cache. See the module comment.
@@ -426,6 +452,8 @@ pub(crate) struct Cache {
     slot_owner: Box<[AtomicU64]>,
     refbit: Box<[AtomicBool]>,
     shadows: AtomicUsize,
+    /// Whether files larger than a quarter of the cache are read through a ring.
+    drop_behind: AtomicBool,
     pub counters: CacheCounters,
 }
 
@@ -538,6 +566,7 @@ impl Cache {
             slot_owner: zeroed_atomics(slots)?,
             refbit: zeroed_atomics(slots)?,
             shadows: AtomicUsize::new(0),
+            drop_behind: AtomicBool::new(false),
             counters: CacheCounters::default(),
         })
     }
@@ -555,6 +584,67 @@ impl Cache {
     pub fn note_growth(&self) {
         self.fault_ahead
             .grew_to(self.frontier.load(Ordering::Acquire));
+    }
+
+    /// Files larger than a quarter of the cache read through a ring (the engine's
+    /// `drop_behind(true)`), for files opened from now on.
+    pub fn drop_behind(&self) {
+        self.drop_behind.store(true, Ordering::Relaxed);
+    }
+
+    /// A read served pages `[first, end)` of `t`: for each multiple of [`BEHIND_BATCH`] it
+    /// crossed, drop the batch [`BEHIND_LAG`] pages behind it, below and above, if a scan
+    /// passed over it whole (see "Drop-behind"). Nothing for a file cached whole.
+    pub fn pass_over(&self, t: &PageTable, first: u64, end: u64) {
+        if !t.bulk {
+            return;
+        }
+        let mut boundary = (first / BEHIND_BATCH + 1) * BEHIND_BATCH;
+        while boundary <= end {
+            if let Some(lo) = boundary.checked_sub(BEHIND_LAG + BEHIND_BATCH) {
+                self.drop_if_passed(t, lo);
+            }
+            self.drop_if_passed(t, boundary + BEHIND_LAG);
+            boundary += BEHIND_BATCH;
+        }
+    }
+
+    /// Drop the batch of pages from `start` if every page of it is ready and was used.
+    fn drop_if_passed(&self, t: &PageTable, start: u64) {
+        let end = start + BEHIND_BATCH;
+        let passed = |p: u64| {
+            t.get(p).is_some_and(|w| {
+                let v = w.load(Ordering::Acquire);
+                word::state(v) == word::READY && v & word::USED != 0
+            })
+        };
+        // The last page first: a scan ahead of itself has not used it yet.
+        if !passed(end - 1) || !(start..end - 1).all(passed) {
+            return;
+        }
+        let mut dropped = 0;
+        let mut p = start;
+        while p < end {
+            let ge = group_end(p, end);
+            let shard = shard_of(t.id, p);
+            let _g = self.lock(shard);
+            while p < ge {
+                if let Some(w) = t.get(p) {
+                    let v = w.load(Ordering::Acquire);
+                    if word::state(v) == word::READY && v & word::USED != 0 {
+                        // The word changes before the slot is freed: a reader copying from it
+                        // meanwhile sees the change and discards its copy.
+                        w.store(word::ABSENT, Ordering::Release);
+                        self.free_slot(word::slot(v));
+                        dropped += 1;
+                    }
+                }
+                p += 1;
+            }
+        }
+        self.counters
+            .dropped_behind_pages
+            .fetch_add(dropped, Ordering::Relaxed);
     }
 
     /// No memory faulted in ahead of the frontier (the engine's `fault_ahead(false)`).
@@ -590,7 +680,11 @@ impl Cache {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .entry(id)
-            .or_insert_with(|| Arc::new(PageTable::new(id, pages)))
+            .or_insert_with(|| {
+                let bulk =
+                    self.drop_behind.load(Ordering::Relaxed) && pages > (self.slots / 4) as u64;
+                Arc::new(PageTable::new(id, pages, bulk))
+            })
             .clone()
     }
 

@@ -581,6 +581,12 @@ impl Engine {
                 .given_back_pages
                 .load(Ordering::Relaxed)
                 * PAGE_SIZE,
+            dropped_behind_pages: inner
+                .core
+                .cache
+                .counters
+                .dropped_behind_pages
+                .load(Ordering::Relaxed),
             active_handles: inner.active_handles(),
             readahead_share_bytes: inner.budget_pages.load(Ordering::Relaxed) * PAGE_SIZE,
             read_latency: inner.core.read_latency.summary(),

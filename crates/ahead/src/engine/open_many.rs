@@ -199,7 +199,11 @@ impl Engine {
         }
         let share = self.inner.budget_pages.load(Ordering::Relaxed) * PAGE_SIZE;
         for file in &files {
-            will_need(file, 0, file.len().min(share))?;
+            will_need(
+                file,
+                0,
+                file.len().min(share).min(first_bytes_of_a_scan(file)),
+            )?;
         }
         Ok(files)
     }
@@ -306,7 +310,10 @@ fn ask_rest_of_first(file: &mut File) -> io::Result<()> {
     let parts = &file.engine;
     let share = parts.budget_pages.load(Ordering::Relaxed) * PAGE_SIZE;
     let half = parts.core.cache.slots() as u64 * PAGE_SIZE / 2;
-    let part = file.len().min(share.max(half / OPENS_AHEAD as u64));
+    let part = file
+        .len()
+        .min(share.max(half / OPENS_AHEAD as u64))
+        .min(first_bytes_of_a_scan(file));
     let Some(ahead) = file.opened_ahead.as_mut() else {
         return Ok(());
     };
@@ -316,6 +323,18 @@ fn ask_rest_of_first(file: &mut File) -> io::Result<()> {
         .take(ahead.place, part.saturating_sub(asked), half);
     ahead.asked += more;
     will_need(file, asked, more)
+}
+
+/// The most of a file's first bytes to ask for: a file read through a ring (larger than a
+/// quarter of the cache, `cache.rs` "Drop-behind") gets what keeps its device busy, four
+/// times over and 8 MiB at least, and its policy's windows take it from there; asked for its
+/// whole share, it would hold that much memory before its reader used a page of it, whatever
+/// its ring. Any other file, its whole share.
+fn first_bytes_of_a_scan(file: &File) -> u64 {
+    if !file.data.table.bulk() {
+        return u64::MAX;
+    }
+    (4 * file.device_estimate().inflight_pages() * PAGE_SIZE).max(8 << 20)
 }
 
 /// Tell `file`'s policy that `bytes` from `offset` will be needed (nothing if 0).

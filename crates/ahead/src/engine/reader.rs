@@ -570,6 +570,10 @@ impl File {
 
     /// Count a finished read in the stats, and give its result.
     fn finish_read(&self, cur: &mut ReadCursor) -> io::Result<usize> {
+        self.engine
+            .core
+            .cache
+            .pass_over(&self.data.table, cur.first, cur.page);
         for c in Counters::both(&self.engine.core.counters, &self.data) {
             c.count_read(cur.done as u64, cur.hits, cur.misses, cur.stall);
         }

@@ -120,6 +120,9 @@ pub struct Stats {
     pub size_checks: u64,
     /// Memory the cache gave back to the system after its pages were dropped, in all.
     pub given_back_bytes: u64,
+    /// Pages a scan passed over and dropped so it could read on in the same memory (files
+    /// larger than a quarter of the budget, where [`crate::EngineBuilder::drop_behind`] is on).
+    pub dropped_behind_pages: u64,
     /// Handles read in the last [`crate::engine::IDLE_AFTER_MS`]: those that share the
     /// readahead budget (idle handles take no share).
     pub active_handles: u64,
@@ -295,10 +298,11 @@ impl std::fmt::Display for Stats {
         )?;
         writeln!(
             f,
-            "  pages read {}, wasted {}, thrashed {}, requests {} ({} sync, {} ahead, {} ahead expedited), avg {:.1} pages, errors {}",
+            "  pages read {}, wasted {}, thrashed {}, dropped behind {}, requests {} ({} sync, {} ahead, {} ahead expedited), avg {:.1} pages, errors {}",
             self.pages_read,
             self.wasted_pages,
             self.thrashed_pages,
+            self.dropped_behind_pages,
             self.requests,
             self.sync_requests,
             self.ahead_requests,

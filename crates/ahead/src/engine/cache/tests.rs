@@ -324,3 +324,73 @@ fn memory_the_system_will_not_fault_in_ahead_is_said_why_and_left_to_the_reads()
     // SAFETY: the mapping made above; the helper that used its address has stopped.
     unsafe { libc::munmap(base, bytes) };
 }
+
+/// A scan reading `pages` of a file one page at a time (each read in, then read, then passed
+/// over), as the engine's reader does: returns how far the frontier (the memory touched) went.
+fn scan(cache: &Cache, t: &PageTable, pages: u64) -> usize {
+    let mut buf = [0u8; 8];
+    for p in 0..pages {
+        ready(cache, t, p, 1, Ok(PAGE));
+        assert!(matches!(read(cache, t, p, &mut buf), Lookup::Copied { .. }));
+        cache.pass_over(t, p, p + 1);
+    }
+    cache.touched_slots()
+}
+
+#[test]
+fn a_scan_of_a_file_over_a_quarter_of_the_cache_runs_in_a_ring_and_steps_back_within_its_lag() {
+    // 4096 slots; a file of 2048 pages is over a quarter of them: read through a ring.
+    let cache = Cache::new(4096).unwrap();
+    cache.drop_behind();
+    let t = cache.table(1, 2048);
+    assert!(t.bulk());
+    let touched = scan(&cache, &t, 2048);
+    let ring = (BEHIND_LAG + 2 * BEHIND_BATCH) as usize;
+    assert!(
+        touched <= ring,
+        "touched {touched} slots, the ring is {ring}"
+    );
+    // All but the lag's worth, which the scan's end leaves.
+    assert_eq!(
+        cache.counters.dropped_behind_pages.load(Ordering::Relaxed),
+        2048 - BEHIND_LAG
+    );
+    // The pages within the lag behind the scan are still there; those before it are not.
+    assert!((2048 - BEHIND_LAG..2048).all(|p| cache.is_cached(&t, p)));
+    assert!(!cache.is_cached(&t, 0));
+
+    // A file of a quarter of the cache or less is cached whole, for a re-read.
+    let small = cache.table(2, 1024);
+    assert!(!small.bulk());
+    scan(&cache, &small, 1024);
+    assert!((0..1024).all(|p| cache.is_cached(&small, p)));
+
+    // And with drop-behind off (the default), a large file too.
+    let whole = Cache::new(4096).unwrap();
+    let t = whole.table(1, 2048);
+    assert_eq!(scan(&whole, &t, 2048), 2048);
+}
+
+#[test]
+fn a_batch_not_every_page_of_which_was_used_is_not_dropped() {
+    let cache = Cache::new(4096).unwrap();
+    cache.drop_behind();
+    let t = cache.table(1, 2048);
+    let mut buf = [0u8; 8];
+    // Every page read in, every other one used (a strided reader): no batch is whole.
+    for p in 0..2048 {
+        ready(&cache, &t, p, 1, Ok(PAGE));
+        if p % 2 == 0 {
+            assert!(matches!(
+                read(&cache, &t, p, &mut buf),
+                Lookup::Copied { .. }
+            ));
+        }
+        cache.pass_over(&t, p, p + 1);
+    }
+    assert_eq!(
+        cache.counters.dropped_behind_pages.load(Ordering::Relaxed),
+        0
+    );
+    assert_eq!(cache.touched_slots(), 2048);
+}
