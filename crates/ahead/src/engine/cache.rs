@@ -48,10 +48,11 @@
 //!   fresh memory for every page (the kernel zeroes each on first touch; on a virtual machine
 //!   its host may first have to find it). When a read of such a file crosses a multiple of
 //!   [`BEHIND_BATCH`] pages, the batch [`BEHIND_LAG`] pages behind it, either way (a scan may
-//!   run backwards), is dropped if every page of it is ready and was used: a scan, or
-//!   several readers taking turns, passed over it whole. A reader's steps back within the lag
-//!   still hit; pages a random reader used, or a strided one, leave no batch whole and age
-//!   under CLOCK as before; a smaller file stays cached whole for a re-read. Dropped slots are
+//!   run backwards), is dropped if every page of it is ready, was read ahead and was used: a
+//!   scan, or several readers taking turns, passed over it whole. A reader's steps back
+//!   within the lag still hit; pages read for a reader's own misses (a random reader's, even
+//!   512 KiB at a time) are never dropped behind, and a strided reader's leave no batch
+//!   whole: they age under CLOCK as before; a smaller file stays cached whole for a re-read. Dropped slots are
 //!   free below the frontier, so the next read takes them before the frontier moves.
 //! * **Giving memory back.** When pages are dropped (don't-need advice, a file that changed),
 //!   the free slots at the top of the arena, above the highest slot in use, are returned to
@@ -134,7 +135,8 @@ impl Failure {
     }
 }
 
-/// One page's word: state in bits 0-2, marker bit 3, used bit 4, valid bytes in bits 8-20,
+/// One page's word: state in bits 0-2, marker bit 3, used bit 4, read-ahead bit 5 (a ready
+/// page brought in ahead of its reader, not for a reader's miss), valid bytes in bits 8-20,
 /// and in bits 32-63 the slot of a ready page or the claim of a page in flight (the file's
 /// generation when its read was claimed: see [`PageTable::generation`]).
 mod word {
@@ -146,6 +148,7 @@ mod word {
     pub const STATE: u64 = 0b111;
     pub const MARKER: u64 = 1 << 3;
     pub const USED: u64 = 1 << 4;
+    pub const AHEAD: u64 = 1 << 5;
 
     pub fn state(w: u64) -> u64 {
         w & STATE
@@ -167,7 +170,7 @@ mod word {
     }
     /// Whether `w` is in flight for the read that claimed it as `claim` (its marker aside).
     pub fn claimed_by(w: u64, claim: u32) -> bool {
-        w & !(MARKER | USED) == in_flight(claim)
+        w & !(MARKER | USED | AHEAD) == in_flight(claim)
     }
 }
 
@@ -612,11 +615,14 @@ impl Cache {
     /// Drop the batch of pages from `start` if every page of it is ready and was used.
     fn drop_if_passed(&self, t: &PageTable, start: u64) {
         let end = start + BEHIND_BATCH;
+        // Ready, read ahead and used.
+        let passed_word = |v: u64| {
+            word::state(v) == word::READY
+                && v & (word::USED | word::AHEAD) == word::USED | word::AHEAD
+        };
         let passed = |p: u64| {
-            t.get(p).is_some_and(|w| {
-                let v = w.load(Ordering::Acquire);
-                word::state(v) == word::READY && v & word::USED != 0
-            })
+            t.get(p)
+                .is_some_and(|w| passed_word(w.load(Ordering::Acquire)))
         };
         // The last page first: a scan ahead of itself has not used it yet.
         if !passed(end - 1) || !(start..end - 1).all(passed) {
@@ -631,7 +637,7 @@ impl Cache {
             while p < ge {
                 if let Some(w) = t.get(p) {
                     let v = w.load(Ordering::Acquire);
-                    if word::state(v) == word::READY && v & word::USED != 0 {
+                    if passed_word(v) {
                         // The word changes before the slot is freed: a reader copying from it
                         // meanwhile sees the change and discards its copy.
                         w.store(word::ABSENT, Ordering::Release);
@@ -939,12 +945,14 @@ impl Cache {
     }
 
     /// An I/O into `slots` for pages `first..`, claimed as `claim`, finished: `Ok(bytes)` or
-    /// the error. `expected`: the bytes the file holds in that range (less than the slots'
+    /// the error; `ahead`: it was read ahead of its reader, not for a reader's miss. `expected`: the bytes the file holds in that range (less than the slots'
     /// size at the file's end). Pages the read did not fill are left absent (a short read
     /// mid-file, say from a file truncated meanwhile, caches nothing for them); on error every
     /// page is `Failed`. A page that no longer carries the claim (the file changed while the
     /// read was in flight, and the page was dropped, perhaps claimed again by a read of the
     /// new contents) is left as it is: the read's bytes for it are discarded.
+    // Each argument is one fact of the finished read, as its `ReadOp` holds them.
+    #[allow(clippy::too_many_arguments)]
     pub fn complete(
         &self,
         t: &PageTable,
@@ -953,7 +961,9 @@ impl Cache {
         claim: u32,
         expected: u64,
         result: &io::Result<usize>,
+        ahead: bool,
     ) {
+        let ahead_bit = if ahead { word::AHEAD } else { 0 };
         let failure = result.as_ref().err().map(|e| Arc::new(Failure::of(e)));
         let got = *result.as_ref().unwrap_or(&0) as u64;
         let end = first + slots.len() as u64;
@@ -977,7 +987,10 @@ impl Cache {
                         self.slot_state[s as usize].store(SLOT_READY, Ordering::Release);
                         // The marker was planted when the read was started; it stays.
                         let marker = w.load(Ordering::Relaxed) & word::MARKER;
-                        w.store(word::ready(s, have as usize) | marker, Ordering::Release);
+                        w.store(
+                            word::ready(s, have as usize) | marker | ahead_bit,
+                            Ordering::Release,
+                        );
                     }
                     (Some(w), Some(f)) => {
                         self.failures

@@ -113,6 +113,7 @@ impl CacheAndMeter {
                 op.claim,
                 op.expected,
                 result,
+                op.kind == IoKind::Ahead,
             );
         }
     }

@@ -13,7 +13,15 @@ fn ready(cache: &Cache, t: &PageTable, first: u64, n: usize, result: io::Result<
             std::ptr::write_bytes(cache.arena().slot_ptr(s), (i as u8).wrapping_add(1), PAGE)
         };
     }
-    cache.complete(t, first, &slots, run.claim, (n * PAGE) as u64, &result);
+    cache.complete(
+        t,
+        first,
+        &slots,
+        run.claim,
+        (n * PAGE) as u64,
+        &result,
+        true,
+    );
 }
 
 fn read(cache: &Cache, t: &PageTable, page: u64, buf: &mut [u8]) -> Lookup {
@@ -96,7 +104,7 @@ fn land(cache: &Cache, t: &PageTable, first: u64, slots: &[u32], claim: u32, byt
         unsafe { std::ptr::write_bytes(cache.arena().slot_ptr(s), byte, PAGE) };
     }
     let len = slots.len() * PAGE;
-    cache.complete(t, first, slots, claim, len as u64, &Ok(len));
+    cache.complete(t, first, slots, claim, len as u64, &Ok(len), false);
 }
 
 /// A read claimed before the file changed completes after the change, and after a read of the
@@ -187,7 +195,7 @@ fn hit_speed() {
         let run = cache.claim_run(&t, p, 256);
         let slots = cache.alloc(1, p, run.pages as usize, true);
         let len = slots.len() * PAGE;
-        cache.complete(&t, p, &slots, run.claim, len as u64, &Ok(len));
+        cache.complete(&t, p, &slots, run.claim, len as u64, &Ok(len), false);
     }
     let mut buf = vec![0u8; PAGE];
     let mut stall = Duration::ZERO;
@@ -393,4 +401,39 @@ fn a_batch_not_every_page_of_which_was_used_is_not_dropped() {
         0
     );
     assert_eq!(cache.touched_slots(), 2048);
+}
+
+#[test]
+fn pages_read_for_a_readers_own_misses_are_never_dropped_behind() {
+    let cache = Cache::new(4096).unwrap();
+    cache.drop_behind();
+    let t = cache.table(1, 2048);
+    let mut buf = [0u8; 8];
+    // A random reader's large reads, each its own miss (512 KiB, as tiobench's), that together
+    // use every page: still cached, for its repeats.
+    for first in (0..2048).step_by(128) {
+        let run = cache.claim_run(&t, first, 128);
+        let slots = cache.alloc(t.id, first, 128, true);
+        cache.complete(
+            &t,
+            first,
+            &slots,
+            run.claim,
+            128 * PAGE as u64,
+            &Ok(128 * PAGE),
+            false,
+        );
+        for p in first..first + 128 {
+            assert!(matches!(
+                read(&cache, &t, p, &mut buf),
+                Lookup::Copied { .. }
+            ));
+        }
+        cache.pass_over(&t, first, first + 128);
+    }
+    assert_eq!(
+        cache.counters.dropped_behind_pages.load(Ordering::Relaxed),
+        0
+    );
+    assert!((0..2048).all(|p| cache.is_cached(&t, p)));
 }
