@@ -56,7 +56,7 @@ pub fn table(o: &Outcome) -> String {
         );
         let _ = writeln!(
             s,
-            "x device is over the most the device gives the row's reads: the sequential ceiling, or for a random pattern the sooner of its distinct reads at the random ceiling and the whole file at the sequential one (repeats are free); none for warm patterns and the experiments\n"
+            "x device is over the most the device gives the row's reads: the sequential ceiling (or, if better, its best configuration measured again beside the pattern: the pattern's device row), or for a random pattern the sooner of its distinct reads at the random ceiling and the whole file at the sequential one (repeats are free); none for warm patterns and the experiments\n"
         );
     }
     let _ = writeln!(
