@@ -629,28 +629,49 @@ impl Cache {
             return;
         }
         let mut dropped = 0;
+        self.each_locked(t, start, end, |_, w| {
+            let v = w.load(Ordering::Acquire);
+            if passed_word(v) {
+                // The word changes before the slot is freed: a reader copying from it
+                // meanwhile sees the change and discards its copy.
+                w.store(word::ABSENT, Ordering::Release);
+                self.free_slot(word::slot(v));
+                dropped += 1;
+            }
+            false
+        });
+        self.counters
+            .dropped_behind_pages
+            .fetch_add(dropped, Ordering::Relaxed);
+    }
+
+    /// Visit the pages `[start, end)` of `t` that have a word, a group of them at a time under
+    /// its shard's lock; `visit` says whether the readers waiting in that shard are to be woken
+    /// once the lock is let go.
+    fn each_locked(
+        &self,
+        t: &PageTable,
+        start: u64,
+        end: u64,
+        mut visit: impl FnMut(u64, &AtomicU64) -> bool,
+    ) {
         let mut p = start;
         while p < end {
             let ge = group_end(p, end);
             let shard = shard_of(t.id, p);
-            let _g = self.lock(shard);
+            let g = self.lock(shard);
+            let mut wake = false;
             while p < ge {
                 if let Some(w) = t.get(p) {
-                    let v = w.load(Ordering::Acquire);
-                    if passed_word(v) {
-                        // The word changes before the slot is freed: a reader copying from it
-                        // meanwhile sees the change and discards its copy.
-                        w.store(word::ABSENT, Ordering::Release);
-                        self.free_slot(word::slot(v));
-                        dropped += 1;
-                    }
+                    wake |= visit(p, w);
                 }
                 p += 1;
             }
+            drop(g);
+            if wake {
+                self.notify(shard);
+            }
         }
-        self.counters
-            .dropped_behind_pages
-            .fetch_add(dropped, Ordering::Relaxed);
     }
 
     /// No memory faulted in ahead of the frontier (the engine's `fault_ahead(false)`).
@@ -822,22 +843,12 @@ impl Cache {
     /// Give back claimed pages `[start, end)` that will not be read after all (those still
     /// carrying `claim`).
     pub fn unclaim(&self, t: &PageTable, start: u64, end: u64, claim: u32) {
-        let mut p = start;
-        while p < end {
-            let ge = group_end(p, end);
-            let shard = shard_of(t.id, p);
-            let g = self.lock(shard);
-            while p < ge {
-                if let Some(w) = t.get(p) {
-                    if word::claimed_by(w.load(Ordering::Acquire), claim) {
-                        w.store(word::ABSENT, Ordering::Release);
-                    }
-                }
-                p += 1;
+        self.each_locked(t, start, end, |_, w| {
+            if word::claimed_by(w.load(Ordering::Acquire), claim) {
+                w.store(word::ABSENT, Ordering::Release);
             }
-            drop(g);
-            self.notify(shard);
-        }
+            true
+        });
     }
 
     /// Allocate up to `n` slots for pages `first..` of file `id`, evicting as the clock goes.
@@ -1205,46 +1216,33 @@ impl Cache {
     }
 
     fn drop_pages(&self, t: &PageTable, start: u64, end: u64, in_flight_too: bool) {
-        let mut p = start;
-        while p < end {
-            let ge = group_end(p, end);
-            let shard = shard_of(t.id, p);
-            let g = self.lock(shard);
-            let mut woken = false;
-            while p < ge {
-                if let Some(w) = t.get(p) {
-                    let v = w.load(Ordering::Acquire);
-                    match word::state(v) {
-                        word::READY => {
-                            w.store(word::ABSENT, Ordering::Release);
-                            self.free_slot(word::slot(v));
-                        }
-                        word::IN_FLIGHT if in_flight_too => {
-                            // Its slot stays its read's until the read completes.
-                            w.store(word::ABSENT, Ordering::Release);
-                            woken = true;
-                        }
-                        word::FAILED => {
-                            w.store(word::ABSENT, Ordering::Release);
-                            self.failures
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .remove(&(t.id, p));
-                        }
-                        word::SHADOW => {
-                            w.store(word::ABSENT, Ordering::Release);
-                            self.shadows.fetch_sub(1, Ordering::Relaxed);
-                        }
-                        _ => {}
-                    }
+        self.each_locked(t, start, end, |p, w| {
+            let v = w.load(Ordering::Acquire);
+            match word::state(v) {
+                word::READY => {
+                    w.store(word::ABSENT, Ordering::Release);
+                    self.free_slot(word::slot(v));
                 }
-                p += 1;
+                word::IN_FLIGHT if in_flight_too => {
+                    // Its slot stays its read's until the read completes; its waiters wake.
+                    w.store(word::ABSENT, Ordering::Release);
+                    return true;
+                }
+                word::FAILED => {
+                    w.store(word::ABSENT, Ordering::Release);
+                    self.failures
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&(t.id, p));
+                }
+                word::SHADOW => {
+                    w.store(word::ABSENT, Ordering::Release);
+                    self.shadows.fetch_sub(1, Ordering::Relaxed);
+                }
+                _ => {}
             }
-            drop(g);
-            if woken {
-                self.notify(shard);
-            }
-        }
+            false
+        });
         self.slots_freed();
     }
 
