@@ -3,6 +3,18 @@
 use super::*;
 
 fn ready(cache: &Cache, t: &PageTable, first: u64, n: usize, result: io::Result<usize>) {
+    ready_as(cache, t, first, n, result, true);
+}
+
+/// [`ready`], read ahead of its reader (`ahead`) or for a reader's own miss.
+fn ready_as(
+    cache: &Cache,
+    t: &PageTable,
+    first: u64,
+    n: usize,
+    result: io::Result<usize>,
+    ahead: bool,
+) {
     let run = cache.claim_run(t, first, n as u64);
     assert_eq!(run.pages, n as u64);
     let slots = cache.alloc(t.id, first, n, true);
@@ -20,7 +32,7 @@ fn ready(cache: &Cache, t: &PageTable, first: u64, n: usize, result: io::Result<
         run.claim,
         (n * PAGE) as u64,
         &result,
-        true,
+        ahead,
     );
 }
 
@@ -336,13 +348,22 @@ fn memory_the_system_will_not_fault_in_ahead_is_said_why_and_left_to_the_reads()
 /// A scan reading `pages` of a file one page at a time (each read in, then read, then passed
 /// over), as the engine's reader does: returns how far the frontier (the memory touched) went.
 fn scan(cache: &Cache, t: &PageTable, pages: u64) -> usize {
-    let mut buf = [0u8; 8];
     for p in 0..pages {
         ready(cache, t, p, 1, Ok(PAGE));
-        assert!(matches!(read(cache, t, p, &mut buf), Lookup::Copied { .. }));
+        use_page(cache, t, p);
         cache.pass_over(t, p, p + 1);
     }
     cache.touched_slots()
+}
+
+/// A reader copies page `p` out: it must be there.
+fn use_page(cache: &Cache, t: &PageTable, p: u64) {
+    let mut buf = [0u8; 8];
+    assert!(matches!(read(cache, t, p, &mut buf), Lookup::Copied { .. }));
+}
+
+fn dropped_behind(cache: &Cache) -> u64 {
+    cache.counters.dropped_behind_pages.load(Ordering::Relaxed)
 }
 
 #[test]
@@ -359,10 +380,7 @@ fn a_scan_of_a_file_over_a_quarter_of_the_cache_runs_in_a_ring_and_steps_back_wi
         "touched {touched} slots, the ring is {ring}"
     );
     // All but the lag's worth, which the scan's end leaves.
-    assert_eq!(
-        cache.counters.dropped_behind_pages.load(Ordering::Relaxed),
-        2048 - BEHIND_LAG
-    );
+    assert_eq!(dropped_behind(&cache), 2048 - BEHIND_LAG);
     // The pages within the lag behind the scan are still there; those before it are not.
     assert!((2048 - BEHIND_LAG..2048).all(|p| cache.is_cached(&t, p)));
     assert!(!cache.is_cached(&t, 0));
@@ -384,22 +402,15 @@ fn a_batch_not_every_page_of_which_was_used_is_not_dropped() {
     let cache = Cache::new(4096).unwrap();
     cache.drop_behind();
     let t = cache.table(1, 2048);
-    let mut buf = [0u8; 8];
     // Every page read in, every other one used (a strided reader): no batch is whole.
     for p in 0..2048 {
         ready(&cache, &t, p, 1, Ok(PAGE));
         if p % 2 == 0 {
-            assert!(matches!(
-                read(&cache, &t, p, &mut buf),
-                Lookup::Copied { .. }
-            ));
+            use_page(&cache, &t, p);
         }
         cache.pass_over(&t, p, p + 1);
     }
-    assert_eq!(
-        cache.counters.dropped_behind_pages.load(Ordering::Relaxed),
-        0
-    );
+    assert_eq!(dropped_behind(&cache), 0);
     assert_eq!(cache.touched_slots(), 2048);
 }
 
@@ -408,32 +419,15 @@ fn pages_read_for_a_readers_own_misses_are_never_dropped_behind() {
     let cache = Cache::new(4096).unwrap();
     cache.drop_behind();
     let t = cache.table(1, 2048);
-    let mut buf = [0u8; 8];
     // A random reader's large reads, each its own miss (512 KiB, as tiobench's), that together
     // use every page: still cached, for its repeats.
     for first in (0..2048).step_by(128) {
-        let run = cache.claim_run(&t, first, 128);
-        let slots = cache.alloc(t.id, first, 128, true);
-        cache.complete(
-            &t,
-            first,
-            &slots,
-            run.claim,
-            128 * PAGE as u64,
-            &Ok(128 * PAGE),
-            false,
-        );
+        ready_as(&cache, &t, first, 128, Ok(128 * PAGE), false);
         for p in first..first + 128 {
-            assert!(matches!(
-                read(&cache, &t, p, &mut buf),
-                Lookup::Copied { .. }
-            ));
+            use_page(&cache, &t, p);
         }
         cache.pass_over(&t, first, first + 128);
     }
-    assert_eq!(
-        cache.counters.dropped_behind_pages.load(Ordering::Relaxed),
-        0
-    );
+    assert_eq!(dropped_behind(&cache), 0);
     assert!((0..2048).all(|p| cache.is_cached(&t, p)));
 }
