@@ -643,6 +643,11 @@ impl Cache {
         self.counters
             .dropped_behind_pages
             .fetch_add(dropped, Ordering::Relaxed);
+        if dropped > 0 {
+            // As every other path that frees slots: an allocator or async reader waiting for
+            // room is told.
+            self.slots_freed();
+        }
     }
 
     /// Visit the pages `[start, end)` of `t` that have a word, a group of them at a time under
