@@ -137,6 +137,11 @@ pub(crate) struct CatArgs {
     /// writer's open never waits for ahead (nor is refused, with O_NONBLOCK).
     #[arg(long)]
     pub(crate) no_lease: bool,
+    /// Any engine setting by name, KEY=VALUE (repeatable; after the flags): budget, policy,
+    /// backend, window_max, request_max, threads, direct, leases, drop_behind, pretouch,
+    /// fault_ahead, keep_memory, budget_over_memory, remote.KEY for a store's own.
+    #[arg(short = 'o', long = "option", value_name = "KEY=VALUE")]
+    pub(crate) option: Vec<String>,
 }
 
 #[derive(Args, Clone)]

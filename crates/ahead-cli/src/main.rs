@@ -30,7 +30,9 @@ use flags::*;
 #[command(
     name = "ahead",
     version,
-    about = "Userspace readahead: simulate readahead policies on patterns and traces"
+    about = "ahead, a userspace readahead engine: read local files and S3/HTTP objects through its \
+             cache and readahead (cat), measure it against the kernel and the device (bench), and \
+             model readahead policies on patterns and recorded programs (sim, replay, trace, compare)"
 )]
 struct Cli {
     #[command(subcommand)]

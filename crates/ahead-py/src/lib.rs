@@ -20,7 +20,7 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use ahead::engine::{BackendChoice, EngineBuilder};
+use ahead::engine::EngineBuilder;
 use ahead::pattern::Pattern;
 use ahead::{sim, Advice, DeviceModel, PolicyConfig, SimConfig};
 use pyo3::buffer::PyBuffer;
@@ -118,35 +118,18 @@ struct PyEngine {
 
 #[pymethods]
 impl PyEngine {
+    /// `settings`: the engine's settings by name, as text, in order (the library's one table:
+    /// `EngineBuilder::set`); `storage_options`: a remote store's own.
     #[new]
-    #[pyo3(signature = (budget=None, policy=None, backend=None, direct=true, storage_options=None, budget_over_memory=false))]
+    #[pyo3(signature = (settings, storage_options=None))]
     fn new(
         py: Python<'_>,
-        budget: Option<&Bound<'_, PyAny>>,
-        policy: Option<String>,
-        backend: Option<String>,
-        direct: bool,
+        settings: Vec<(String, String)>,
         storage_options: Option<HashMap<String, String>>,
-        budget_over_memory: bool,
     ) -> PyResult<Self> {
-        let mut builder: EngineBuilder = ahead::Engine::builder()
-            .direct(direct)
-            .allow_budget_over_memory(budget_over_memory);
-        if let Some(b) = budget {
-            builder = builder.budget(size_arg(b, "budget")?);
-        }
-        if let Some(p) = &policy {
-            ahead::policy::validate_name(p).map_err(PyValueError::new_err)?;
-            if p == ahead::policy::ORACLE {
-                return Err(PyValueError::new_err(
-                    "the oracle needs the whole future of the reads: it runs in the simulator only",
-                ));
-            }
-            builder = builder.policy(p);
-        }
-        if let Some(name) = &backend {
-            let choice: BackendChoice = name.parse().map_err(PyValueError::new_err)?;
-            builder = builder.backend(choice);
+        let mut builder: EngineBuilder = ahead::Engine::builder();
+        for (key, value) in &settings {
+            builder = builder.set(key, value).map_err(PyValueError::new_err)?;
         }
         let mut options: Vec<(String, String)> =
             storage_options.unwrap_or_default().into_iter().collect();
@@ -163,6 +146,12 @@ impl PyEngine {
             }
         })?;
         Ok(PyEngine { engine })
+    }
+
+    /// The memory budget in bytes.
+    #[getter]
+    fn budget(&self) -> u64 {
+        self.engine.budget_bytes()
     }
 
     /// Open `path` (a local path, `s3://bucket/key` or `http(s)://host/path`) for reading.
@@ -378,10 +367,14 @@ impl RawFile {
     }
 
     /// This file's figures as JSON (`ahead.File.stats` parses it): the engine's counters for
-    /// this file alone.
+    /// this file alone, and this open's window and request caps.
     fn stats_json(&self) -> PyResult<String> {
         let file = self.open_file()?;
-        serde_json::to_string(&file.stats()).map_err(|e| PyValueError::new_err(e.to_string()))
+        let mut v =
+            serde_json::to_value(file.stats()).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        v["window_max_bytes"] = file.window_max_bytes().into();
+        v["request_max_bytes"] = file.request_max_bytes().into();
+        Ok(v.to_string())
     }
 
     /// Close: later calls raise `ValueError`; reads in flight finish (on their own reference

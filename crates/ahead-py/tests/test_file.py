@@ -168,6 +168,26 @@ def test_advise_and_stats(data):
     assert stats["reads"] >= 1 and stats["bytes_returned"] >= 4096 and stats["pages_read"] >= 1
 
 
+def test_sizes_give_the_windows_the_cli_and_the_builder_give(data):
+    """One table of settings behind every door: window_max=5000 is two pages here as it is
+    through ``ahead cat --ra-max 5000`` and ``EngineBuilder::window_max(5000)`` (the CLI's and
+    the library's tests hold those to the same figures)."""
+    path, _ = data
+    for window, request in [(5000, 8193), ("5000", "8193"), ("8m", "1m")]:
+        engine = ahead.Engine(budget="64m", window_max=window, request_max=request)
+        with engine.open(path, buffering=0) as f:
+            st = f.stats()
+        as_bytes = {5000: 8192, "5000": 8192, 8193: 12288, "8193": 12288, "8m": 8 << 20, "1m": 1 << 20}
+        assert (st["window_max_bytes"], st["request_max_bytes"]) == (as_bytes[window], as_bytes[request])
+    assert ahead.Engine(budget="64m").stats()["budget_bytes"] == 64 << 20
+    with pytest.raises(ValueError, match="unknown setting 'windowmax'"):
+        ahead.Engine(windowmax="4m")
+    with pytest.raises(ValueError, match="window_max"):
+        ahead.Engine(window_max="lots")
+    with pytest.raises(TypeError):
+        ahead.Engine(window_max=4.5)
+
+
 def test_empty_file(tmp_path, engine):
     path = tmp_path / "empty"
     path.write_bytes(b"")

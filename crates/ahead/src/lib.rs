@@ -138,6 +138,7 @@
 
 #![warn(missing_docs)]
 
+pub mod device;
 pub mod engine;
 #[cfg(feature = "tools")]
 pub mod kernel;

@@ -155,6 +155,15 @@ pub fn parse_size(text: &str) -> Result<Bytes, String> {
         .ok_or_else(|| format!("'{text}' is too large a size"))
 }
 
+/// `a / b`, or 0 when `b` is 0 (a run that made no requests has no average request size).
+pub(crate) fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

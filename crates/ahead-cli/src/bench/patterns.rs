@@ -267,6 +267,15 @@ pub(super) fn nfiles(
     // clock. (One group of 10 alone would be a run of a few milliseconds.)
     let each: u64 = if plan.quick { 256 << 10 } else { 1 << 20 };
     let dir = plan.dir.join("ahead-bench-nfiles");
+    // The files go when the pattern is done (or fails): the bench leaves behind only what it
+    // names.
+    struct RemoveDir<'a>(&'a Path);
+    impl Drop for RemoveDir<'_> {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(self.0);
+        }
+    }
+    let _remove = RemoveDir(&dir);
     let paths = make_files(&dir, NFILES_FILES, each)?;
     for n in [10usize, 100, 1000] {
         for contender in [Contender::Kernel, Contender::Ahead("adaptive".into())] {

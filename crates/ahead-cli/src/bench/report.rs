@@ -143,6 +143,138 @@ pub fn table(o: &Outcome) -> String {
     for n in &o.notes {
         let _ = writeln!(s, "note: {n}");
     }
+    s.push('\n');
+    s.push_str(&verdict(o));
+    s
+}
+
+/// The family a row's pattern belongs to, from its registry line: how it is read and what it
+/// is held to.
+fn family(row_pattern: &str) -> &'static str {
+    match registry::for_row(row_pattern) {
+        Some(p) => match (&p.runs, &p.yardstick) {
+            (Runs::Warm, _) => "warm",
+            (Runs::Experiment { .. }, _) => "experiments",
+            (_, Yardstick::Random(_)) => "random",
+            _ => "sequential",
+        },
+        None => "experiments",
+    }
+}
+
+/// Runs of one row this far apart (fastest over slowest) are named: one run could have said
+/// either.
+const SPREAD_NAMED: f64 = 1.5;
+
+/// The few lines a reader takes away: per family of patterns, each engine contender against
+/// the kernel and the ceiling (lowest and highest, and which row), every row over its ceiling
+/// (the yardstick is then wrong, not the row fast), and the rows whose repeats disagree.
+pub fn verdict(o: &Outcome) -> String {
+    let mut s = String::from("verdict:\n");
+    let engines: Vec<&str> = {
+        let mut v: Vec<&str> = o
+            .rows
+            .iter()
+            .map(|r| r.contender.as_str())
+            .filter(|c| c.starts_with("ahead:"))
+            .collect();
+        v.dedup();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    // The lowest and the highest of `f` over `rows`, with the rows they came from.
+    let range = |rows: &[&Row], f: fn(&Row) -> Option<f64>| -> Option<String> {
+        let mut v: Vec<(f64, &str)> = rows
+            .iter()
+            .filter_map(|r| Some((f(r)?, r.pattern.as_str())))
+            .collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (lo, hi) = (v.first()?, v.last()?);
+        Some(if v.len() == 1 {
+            format!("{:.2} ({})", lo.0, lo.1)
+        } else {
+            format!("{:.2} ({}) to {:.2} ({})", lo.0, lo.1, hi.0, hi.1)
+        })
+    };
+    for engine in &engines {
+        for fam in ["sequential", "random", "warm", "experiments"] {
+            let rows: Vec<&Row> = o
+                .rows
+                .iter()
+                .filter(|r| r.contender == *engine && family(&r.pattern) == fam)
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let mut line = format!(
+                "  {engine}, {fam} ({} row{}):",
+                rows.len(),
+                if rows.len() == 1 { "" } else { "s" }
+            );
+            if let Some(k) = range(&rows, |r| r.vs_kernel) {
+                let _ = write!(line, " {k} x the kernel");
+            }
+            if let Some(d) = range(&rows, |r| r.vs_device) {
+                let _ = write!(line, "; {d} of the ceiling");
+            }
+            let _ = writeln!(s, "{line}");
+        }
+    }
+    let over: Vec<String> = o
+        .rows
+        .iter()
+        .filter(|r| r.vs_device.is_some_and(|v| v > 1.0))
+        .map(|r| {
+            format!(
+                "{} on {} {:.2}",
+                r.contender,
+                r.pattern,
+                r.vs_device.unwrap_or(0.0)
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        s,
+        "  over the ceiling: {}",
+        if over.is_empty() {
+            "no row".to_string()
+        } else {
+            format!(
+                "{} (a ceiling a row beats is not one: read its note)",
+                over.join(", ")
+            )
+        }
+    );
+    let spread: Vec<String> = o
+        .rows
+        .iter()
+        .filter(|r| r.runs.len() > 1 && r.mb_per_s_max > SPREAD_NAMED * r.mb_per_s_min)
+        .map(|r| {
+            format!(
+                "{} on {} {:.0}-{:.0}",
+                r.contender, r.pattern, r.mb_per_s_min, r.mb_per_s_max
+            )
+        })
+        .collect();
+    if spread.is_empty() {
+        let repeats = o.rows.iter().map(|r| r.runs.len()).max().unwrap_or(0);
+        let _ = writeln!(
+            s,
+            "  spread: {}",
+            if repeats > 1 {
+                format!("no row's runs differ by more than {SPREAD_NAMED}x")
+            } else {
+                "one run each: repeat (--repeat 5) before trusting a ratio".to_string()
+            }
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "  runs {SPREAD_NAMED}x or more apart (MB/s, slowest-fastest): {}",
+            spread.join(", ")
+        );
+    }
     s
 }
 

@@ -104,21 +104,36 @@ pub(crate) fn cmd_bench(a: BenchArgs) -> Result<String, Failure> {
         quick: a.quick,
     };
     let outcome = bench::run(&plan).map_err(runtime)?;
+    // Every file the run leaves behind is named at the end; nothing else stays.
+    let mut wrote: Vec<String> = Vec::new();
+    if a.file.is_none() {
+        wrote.push(format!(
+            "{} (the file read, kept for the next run)",
+            plan.file.display()
+        ));
+    }
     if let Some(path) = &a.json {
         let text = serde_json::to_string_pretty(&bench::json(&outcome)).expect("serializable");
         std::fs::write(path, text + "\n")
             .map_err(|e| runtime(format!("{}: {e}", path.display())))?;
+        wrote.push(path.display().to_string());
     }
     if let Some(path) = &a.plot {
         bench::plot(&outcome, path).map_err(|e| runtime(format!("{}: {e}", path.display())))?;
+        wrote.push(path.display().to_string());
         if let Some((label, log)) = &outcome.windows {
             let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("plot");
             let w = path.with_file_name(format!("{stem}-windows.svg"));
             bench::plot_windows(label, log, &w)
                 .map_err(|e| runtime(format!("{}: {e}", w.display())))?;
+            wrote.push(w.display().to_string());
         }
     }
-    Ok(bench::table(&outcome))
+    let mut out = bench::table(&outcome);
+    if !wrote.is_empty() {
+        out.push_str(&format!("  files: {}\n", wrote.join(", ")));
+    }
+    Ok(out)
 }
 
 /// Whether `dir` is on tmpfs or ramfs (memory, not a disk).

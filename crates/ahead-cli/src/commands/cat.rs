@@ -3,7 +3,7 @@
 use crate::*;
 
 pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
-    use ahead::engine::{BackendChoice, Engine};
+    use ahead::engine::Engine;
     use std::io::{BufWriter, ErrorKind};
     let bs = ahead::units::parse_size(&a.bs)
         .map_err(|e| usage(format!("--bs: {e}")))?
@@ -11,36 +11,49 @@ pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
     if bs == 0 || bs > 1 << 30 {
         return Err(usage("--bs must be between 1 byte and 1g"));
     }
-    let budget = ahead::units::parse_size(&a.budget)
-        .map_err(|e| usage(format!("--budget: {e}")))?
-        .0;
-    let backend: BackendChoice = a
-        .engine
-        .parse()
-        .map_err(|e: String| usage(format!("--engine: {e}")))?;
-    ahead::policy::validate_name(&a.policy).map_err(usage)?;
     if a.policy == ORACLE {
         return Err(usage("the oracle needs the whole trace in advance: it runs only in sim and replay; pick another --policy"));
     }
-    let mut builder = Engine::builder()
-        .policy(&a.policy)
-        .backend(backend)
-        .budget(budget)
-        .allow_budget_over_memory(a.budget_over_memory)
-        .leases(!a.no_lease)
-        // cat reads each file once: a large one goes through a ring, not into the budget.
-        .drop_behind(true);
+    // Every flag is a setting by name (the library's one table), as `-o KEY=VALUE` is: a size
+    // or a name means here what it means to the builder, to Python and to a mount.
+    let mut settings: Vec<(&str, String, String)> = vec![
+        ("budget", a.budget.clone(), "--budget".into()),
+        ("policy", a.policy.clone(), "--policy".into()),
+        ("backend", a.engine.clone(), "--engine".into()),
+    ];
+    if a.budget_over_memory {
+        settings.push((
+            "budget_over_memory",
+            "true".into(),
+            "--budget-over-memory".into(),
+        ));
+    }
+    if a.no_lease {
+        settings.push(("leases", "false".into(), "--no-lease".into()));
+    }
     if let Some(b) = size_flag("ra-max", &a.ra_max, a.ra_max_kb, 1 << 10)? {
-        if b < 1 << 10 {
-            return Err(usage("--ra-max must be at least 1k"));
-        }
-        builder = builder.ra_max_kb(b >> 10);
+        settings.push(("window_max", b.to_string(), "--ra-max".into()));
     }
     if let Some(b) = size_flag("io-max", &a.io_max, a.io_max_kb, 1 << 10)? {
-        if b < PAGE_SIZE {
-            return Err(usage("--io-max must be at least 4k (one page)"));
-        }
-        builder = builder.io_max_kb(b >> 10);
+        settings.push(("request_max", b.to_string(), "--io-max".into()));
+    }
+    // cat reads each file once: a large one goes through a ring, not into the budget.
+    let mut builder = Engine::builder().drop_behind(true);
+    for (key, value, flag) in settings {
+        builder = builder.set(key, &value).map_err(|e| {
+            usage(format!(
+                "{flag}: {}",
+                e.strip_prefix(&format!("{key}: ")).unwrap_or(&e)
+            ))
+        })?;
+    }
+    for kv in &a.option {
+        let (key, value) = kv
+            .split_once('=')
+            .ok_or_else(|| usage(format!("-o {kv}: a setting is written KEY=VALUE")))?;
+        builder = builder
+            .set(key.trim(), value)
+            .map_err(|e| usage(format!("-o: {e}")))?;
     }
     if crate::stdout_was_closed() {
         return Err(runtime(
@@ -64,6 +77,8 @@ pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
     buf.resize(bs as usize, 0);
     // Like cat: a file that fails is reported, and the others are still written.
     let mut errors: Vec<String> = Vec::new();
+    // With --stats: each file's window and request caps, as its policy was given them.
+    let mut limits: Vec<String> = Vec::new();
     // No size to read ahead in (a device, a FIFO, a procfs or sysfs file): read plainly to
     // its end, as cat does. The others are handed to the engine as a list, which opens them
     // ahead of the one being written (over a network, each open is a round trip).
@@ -112,6 +127,14 @@ pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
         if let Some(why) = file.unpinned() {
             eprintln!("warning: {why}");
         }
+        if a.stats {
+            limits.push(format!(
+                "{}: window_max {} bytes, request_max {} bytes",
+                file.path().display(),
+                file.window_max_bytes(),
+                file.request_max_bytes()
+            ));
+        }
         let mut offset = 0u64;
         loop {
             let n = match file.read_at(&mut buf, offset) {
@@ -143,6 +166,9 @@ pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
     drop(out);
     if a.stats {
         eprintln!("{}", engine.stats());
+        for line in &limits {
+            eprintln!("{line}");
+        }
         if let Some(kib) = ahead::os::peak_rss_kib() {
             eprintln!("process: peak resident {kib} KiB (VmHWM)");
         }

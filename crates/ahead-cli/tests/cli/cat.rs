@@ -54,6 +54,48 @@ fn cat_writes_each_file_byte_for_byte() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A size means one thing by every door: `--ra-max 5000` once gave a 4 KiB window (bytes cut
+/// to KiB) where the builder's `window_max(5000)` gave 8 KiB. The flags, `-o` and the library
+/// (`crates/ahead/tests/settings.rs`) all give whole pages, rounded up.
+#[test]
+fn cat_sizes_give_the_windows_the_library_gives() {
+    let dir = tmpdir("cat-sizes");
+    let f = dir.join("f");
+    write_pattern(&f, 1 << 20);
+    let f = f.to_str().unwrap();
+    let caps = |args: &[&str]| {
+        let mut all = vec!["cat", f, "--stats", "--budget", "64m"];
+        all.extend_from_slice(args);
+        let out = ahead(&all);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        stderr
+            .lines()
+            .find(|l| l.starts_with(f) && l.contains("window_max"))
+            .unwrap_or_else(|| panic!("no window line: {stderr}"))
+            .to_string()
+    };
+    let want = format!("{f}: window_max 8192 bytes, request_max 12288 bytes");
+    assert_eq!(caps(&["--ra-max", "5000", "--io-max", "8193"]), want);
+    assert_eq!(
+        caps(&["-o", "window_max=5000", "-o", "request_max=8193"]),
+        want
+    );
+    assert_eq!(caps(&["--ra-max-kb", "5", "--io-max-kb", "12"]), want);
+    assert_clean_failure(
+        &ahead(&["cat", f, "-o", "windowmax=4m"]),
+        2,
+        "unknown setting 'windowmax'",
+    );
+    assert_clean_failure(&ahead(&["cat", f, "-o", "budget"]), 2, "KEY=VALUE");
+    assert_clean_failure(&ahead(&["cat", f, "--ra-max", "100"]), 2, "--ra-max: ");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn cat_bad_input_fails_cleanly() {
     let dir = tmpdir("cat-bad");

@@ -52,6 +52,10 @@ class Engine:
     storage_options: settings for remote objects, object_store's keys (``endpoint``,
         ``region``, ``access_key_id``, ``secret_access_key``, ``allow_http``, ...); the
         ``AWS_*`` environment variables are read as AWS tools read them.
+    **settings: any other of the engine's settings by name, as ``ahead cat -o KEY=VALUE`` and
+        ``EngineBuilder::set`` take them (one table: sizes in bytes or as text, switches as
+        bools): ``window_max``, ``request_max``, ``threads``, ``leases``, ``drop_behind``,
+        ``pretouch``, ``fault_ahead``, ``keep_memory``.
     """
 
     def __init__(
@@ -62,12 +66,17 @@ class Engine:
         direct: bool = True,
         storage_options: Optional[Dict[str, Any]] = None,
         budget_over_memory: bool = False,
+        **settings: Any,
     ) -> None:
         options = {str(k): _option_text(v) for k, v in (storage_options or {}).items()}
-        self._engine = _ahead.Engine(budget, policy, backend, direct, options or None, budget_over_memory)
+        given = dict(budget=budget, policy=policy, backend=backend, direct=direct,
+                     budget_over_memory=budget_over_memory, **settings)
+        self._engine = _ahead.Engine(
+            [(key, _setting_text(key, value)) for key, value in given.items() if value is not None],
+            options or None)
         # What a file may ask for ahead from its format's index (_formats): half the budget;
         # and the indexes read so far, by name and size.
-        self._format_ahead = self.stats()["budget_bytes"] // 2
+        self._format_ahead = self._engine.budget // 2
         self._indexes = _Indexes()
 
     def open(self, path: PathLike, mode: str = "rb", buffering: int = -1, encoding: Optional[str] = None,
@@ -125,6 +134,15 @@ class _Indexes:
             if len(self._known) >= 64:
                 self._known.pop(next(iter(self._known)))
             self._known[key] = index
+
+
+def _setting_text(key: str, value: Any) -> str:
+    """An engine setting as the library's table takes it: text."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, str)):
+        return str(value)
+    raise TypeError(f"{key} must be a number of bytes, a size such as '256m', a name or a bool")
 
 
 def _option_text(value: Any) -> str:

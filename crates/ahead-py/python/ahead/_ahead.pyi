@@ -9,14 +9,11 @@ _Entry = Tuple[str, int, bool, Optional[str], int]
 DEFAULT_BUDGET: int
 
 class Engine:
+    budget: int
     def __init__(
         self,
-        budget: Optional[_Size] = None,
-        policy: Optional[str] = None,
-        backend: Optional[str] = None,
-        direct: bool = True,
+        settings: List[Tuple[str, str]],
         storage_options: Optional[Dict[str, str]] = None,
-        budget_over_memory: bool = False,
     ) -> None: ...
     def open(self, path: Union[str, os.PathLike[str]], policy: Optional[str] = None) -> RawFile: ...
     def open_known(self, url: str, size: int, etag: Optional[str], mtime_ns: int) -> RawFile: ...

@@ -284,7 +284,7 @@ impl File {
     /// before it is copied), then copy out ranges, parking on a page in flight if `wait` is a
     /// task's.
     fn poll_batch(&self, b: &mut Batch, wait: Wait<'_>) -> Poll<io::Result<()>> {
-        let quarter = (self.engine.core.cache.slots() as u64 / 4).max(1);
+        let quarter = self.engine.core.cache.run_cap_pages();
         loop {
             if b.copied == b.order.len() {
                 return Poll::Ready(Ok(()));

@@ -71,8 +71,8 @@ pub struct EngineBuilder {
     pub(super) record_requests: bool,
     pub(super) request_log_limit: usize,
     pub(super) threads: usize,
-    pub(super) ra_max_kb: Option<u64>,
-    pub(super) io_max_kb: Option<u64>,
+    pub(super) window_max_bytes: Option<u64>,
+    pub(super) request_max_bytes: Option<u64>,
     #[cfg(feature = "testing")]
     pub(super) faults: Option<Faults>,
     pub(super) leases: bool,
@@ -109,8 +109,8 @@ impl Default for EngineBuilder {
             record_requests: false,
             request_log_limit: DEFAULT_REQUEST_LOG_LIMIT,
             threads: DEFAULT_THREADS,
-            ra_max_kb: None,
-            io_max_kb: None,
+            window_max_bytes: None,
+            request_max_bytes: None,
             #[cfg(feature = "testing")]
             faults: None,
             leases: true,
@@ -201,30 +201,30 @@ impl EngineBuilder {
         self
     }
 
-    /// The largest readahead window in bytes (rounded up to KiB), instead of the device's
-    /// `read_ahead_kb` (the name [`OpenOptions::window_max`] has for one file).
+    /// The largest readahead window in bytes (rounded up to pages where a file's policy is
+    /// made), instead of the device's `read_ahead_kb` (the name [`OpenOptions::window_max`]
+    /// has for one file; `window_max=` by [`set`](Self::set)).
     pub fn window_max(mut self, bytes: u64) -> Self {
-        self.ra_max_kb = Some(bytes.div_ceil(1024));
+        self.window_max_bytes = Some(bytes);
         self
     }
 
-    /// The largest single read in bytes (rounded up to KiB), instead of the device's
-    /// `max_sectors_kb` (the name [`OpenOptions::request_max`] has for one file).
+    /// The largest single read in bytes (rounded up to pages), instead of the device's
+    /// `max_sectors_kb` (the name [`OpenOptions::request_max`] has for one file;
+    /// `request_max=` by [`set`](Self::set)).
     pub fn request_max(mut self, bytes: u64) -> Self {
-        self.io_max_kb = Some(bytes.div_ceil(1024));
+        self.request_max_bytes = Some(bytes);
         self
     }
 
     /// [`window_max`](Self::window_max) in KiB, as sysfs's `read_ahead_kb` gives it.
-    pub fn ra_max_kb(mut self, kb: u64) -> Self {
-        self.ra_max_kb = Some(kb);
-        self
+    pub fn ra_max_kb(self, kb: u64) -> Self {
+        self.window_max(kb.saturating_mul(1024))
     }
 
     /// [`request_max`](Self::request_max) in KiB, as sysfs's `max_sectors_kb` gives it.
-    pub fn io_max_kb(mut self, kb: u64) -> Self {
-        self.io_max_kb = Some(kb);
-        self
+    pub fn io_max_kb(self, kb: u64) -> Self {
+        self.request_max(kb.saturating_mul(1024))
     }
 
     /// Wrap the backend in a fault injector driven by `faults` (tests and stress runs: see
@@ -455,7 +455,7 @@ impl EngineBuilder {
         let log = self
             .record_requests
             .then(|| Mutex::new(RequestLog::new(self.request_log_limit)));
-        let half_cache = (core.cache.slots() as u64 / 2).max(1);
+        let half_cache = core.cache.readahead_share_pages();
         Ok(Engine {
             inner: Arc::new(EngineParts {
                 core,

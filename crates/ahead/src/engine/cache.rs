@@ -578,6 +578,20 @@ impl Cache {
         self.slots
     }
 
+    /// The budget's parts, each defined here once. The most pages one run may take (a file's
+    /// window, a request, what a reader waits for at once): a quarter of the cache, so a
+    /// run's first pages are never dropped to make room for its last, and four streams can
+    /// each hold a whole window.
+    pub fn run_cap_pages(&self) -> u64 {
+        (self.slots as u64 / 4).max(1)
+    }
+
+    /// The share of the cache every file's readahead divides (the rest holds what readers
+    /// have read and may read again): half.
+    pub fn readahead_share_pages(&self) -> u64 {
+        (self.slots as u64 / 2).max(1)
+    }
+
     pub fn arena(&self) -> &Arena {
         &self.arena
     }
@@ -713,8 +727,7 @@ impl Cache {
             .unwrap_or_else(|p| p.into_inner())
             .entry(id)
             .or_insert_with(|| {
-                let bulk =
-                    self.drop_behind.load(Ordering::Relaxed) && pages > (self.slots / 4) as u64;
+                let bulk = self.drop_behind.load(Ordering::Relaxed) && pages > self.run_cap_pages();
                 Arc::new(PageTable::new(id, pages, bulk))
             })
             .clone()

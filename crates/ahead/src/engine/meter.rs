@@ -141,7 +141,7 @@ pub(super) struct Meter {
     pub(super) busy: Duration,
     pub(super) bytes: u64,
     /// What the device is taken for until measured, and what shapes a request's overhead.
-    pub(super) model: crate::sim::DeviceModel,
+    pub(super) model: crate::device::DeviceModel,
 }
 
 impl Meter {
@@ -159,7 +159,7 @@ impl Meter {
             busy_since: None,
             busy: Duration::ZERO,
             bytes: 0,
-            model: crate::sim::DeviceModel::NVME,
+            model: crate::device::DeviceModel::NVME,
         }
     }
 
@@ -181,7 +181,7 @@ impl Meter {
     /// from its figures for one-page requests (an object store's 4 KiB per round trip), the
     /// bandwidth had to climb back from 9 MB/s half a busy period at a time, and a sequential
     /// reader's windows ramped a round trip per doubling.
-    pub(super) fn start_as(&mut self, model: crate::sim::DeviceModel, io_pages: u64) {
+    pub(super) fn start_as(&mut self, model: crate::device::DeviceModel, io_pages: u64) {
         if self.fixed || self.model == model {
             return;
         }
@@ -280,7 +280,7 @@ mod tests {
     /// reader keeps tens of MiB in flight from its second round trip, not 400 KB.
     #[test]
     fn an_object_store_starts_from_the_models_figures_at_its_request_size() {
-        let model = crate::sim::DeviceModel::REMOTE;
+        let model = crate::device::DeviceModel::REMOTE;
         let mut m = Meter::new(None);
         m.start_as(model, 2048);
         m.update(Some(45_000_000), Some(9_000_000));

@@ -59,6 +59,7 @@ mod open_many;
 mod options;
 mod reader;
 mod requests;
+mod settings;
 mod source;
 mod stats;
 
@@ -107,6 +108,7 @@ use options::PolicyChoice;
 pub use reader::File;
 use reader::PolicyState;
 use requests::CacheAndMeter;
+pub use settings::{Setting, REMOTE_PREFIX, SETTINGS};
 use stats::{Counters, RequestLog};
 pub use stats::{Fallback, FallbackKind, FileStats, Latency, RequestRecord, Stats};
 
@@ -484,6 +486,7 @@ impl Engine {
             engine: inner.clone(),
             data,
             io_max: config.io_max_pages,
+            window_max: config.ra_max_pages,
             block_pages,
             activity,
             state: Mutex::new(PolicyState {
@@ -499,19 +502,19 @@ impl Engine {
     /// The policy settings for a file on this engine: windows sized for its device.
     fn policy_config(&self, data: &FileData, options: &OpenOptions) -> PolicyConfig {
         let c = &self.inner.config;
-        let quarter = (self.inner.core.cache.slots() as u64 / 4).max(1);
+        let quarter = self.inner.core.cache.run_cap_pages();
         let limits = data.source.limits();
         let io_max = options
             .request_max_bytes
+            .or(c.request_max_bytes)
             .map(|b| b.div_ceil(PAGE_SIZE))
-            .or(c.io_max_kb.map(kib_to_pages))
             .or(limits.max_sectors_kb.map(kib_to_pages))
             .unwrap_or(256)
             .clamp(1, quarter);
         let ra_max = options
             .window_max_bytes
+            .or(c.window_max_bytes)
             .map(|b| b.div_ceil(PAGE_SIZE))
-            .or(c.ra_max_kb.map(kib_to_pages))
             .unwrap_or_else(|| {
                 // The device's read_ahead_kb, but at least eight of its largest requests:
                 // the queue depth at which a virtual or NVMe device streams at full speed
@@ -526,6 +529,11 @@ impl Engine {
             fixed_pages: ra_max,
             folio_max_order: 0,
         }
+    }
+
+    /// The memory budget, in bytes: the most the cache holds (whole pages).
+    pub fn budget_bytes(&self) -> u64 {
+        self.inner.core.cache.slots() as u64 * PAGE_SIZE
     }
 
     /// What the engine has done so far.
@@ -555,7 +563,7 @@ impl Engine {
                 f
             },
             policy: inner.config.policy.clone(),
-            budget_bytes: inner.core.cache.slots() as u64 * PAGE_SIZE,
+            budget_bytes: self.budget_bytes(),
             reads: get(&c.reads),
             bytes_returned: get(&c.bytes_returned),
             hit_pages: get(&c.hit_pages),
@@ -568,7 +576,7 @@ impl Engine {
             ahead_requests: get(&c.ahead_requests),
             expedited_requests: get(&c.expedited_requests),
             cancelled_requests: get(&c.cancelled_requests),
-            avg_request_pages: crate::sim::ratio(pages_read, requests),
+            avg_request_pages: crate::units::ratio(pages_read, requests),
             stall_ms: get(&c.stall_ns) as f64 / 1e6,
             io_errors: get(&c.io_errors),
             resident_pages: inner.core.cache.resident_pages() as u64,

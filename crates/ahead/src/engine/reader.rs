@@ -112,6 +112,8 @@ pub struct File {
     pub(super) engine: Arc<EngineParts>,
     pub(super) data: Arc<FileData>,
     pub(super) io_max: u64,
+    /// The largest window its policy reads ahead, in pages.
+    pub(super) window_max: u64,
     /// Pages per block of the caller's (`OpenOptions::block_size`): every request starts and
     /// ends on a block boundary. 1 unless set.
     pub(super) block_pages: u64,
@@ -239,6 +241,20 @@ impl File {
     /// version of a file share its pages, and so its counts).
     pub fn stats(&self) -> FileStats {
         self.data.stats()
+    }
+
+    /// The largest window this open's policy reads ahead, in bytes: the open's
+    /// [`OpenOptions::window_max`](crate::OpenOptions::window_max), else the engine's
+    /// `window_max`, else the device's, rounded up to pages and capped at a quarter of the
+    /// budget.
+    pub fn window_max_bytes(&self) -> u64 {
+        self.window_max * PAGE_SIZE
+    }
+
+    /// The largest request this open sends ahead, in bytes, found as
+    /// [`window_max_bytes`](Self::window_max_bytes) is.
+    pub fn request_max_bytes(&self) -> u64 {
+        self.io_max * PAGE_SIZE
     }
 
     fn ctx(&self) -> EngineCtx<'_> {

@@ -198,14 +198,14 @@ impl EngineParts {
         // What a reader waits for is copied out only after this returns: never more than a
         // quarter of the cache, or its first pages would make room for its last.
         let end = if sync {
-            end.min(io.start_page.saturating_add(cache.slots() as u64 / 4))
+            end.min(io.start_page.saturating_add(cache.run_cap_pages()))
         } else {
             end
         };
         // A read a reader waits for goes whole, as the policy sized it (it is never split, so
         // the simulator's request counts hold here); ahead reads go in the device's largest.
         let io_max = if sync { io_max.max(io.pages) } else { io_max };
-        let io_max = io_max.min(cache.slots() as u64 / 4).max(1);
+        let io_max = io_max.min(cache.run_cap_pages()).max(1);
         let mut p = io.start_page;
         let mut brought = 0;
         while p < end {

@@ -2,7 +2,7 @@
 //! [`FileStats`] (from [`File::stats`]), the counters behind them, the latency histograms
 //! ([`Latency`]), and the bounded log of requests ([`RequestRecord`]).
 //!
-//! The counters' names and meanings are the simulator's too ([`crate::sim::Metrics`]):
+//! The counters' names and meanings are the simulator's too (its `Metrics`):
 //! `requests`, `sync_requests`, `ahead_requests`, `pages_read`, `wasted_pages`,
 //! `thrashed_pages`, `hit_pages` (ready when the reader reached them: no wait), `miss_pages`
 //! (waited for: in flight, or read for the reader), `avg_request_pages` and `stall_ms`. One
@@ -434,7 +434,7 @@ impl FileData {
             ahead_requests: get(&c.ahead_requests),
             expedited_requests: get(&c.expedited_requests),
             cancelled_requests: get(&c.cancelled_requests),
-            avg_request_pages: crate::sim::ratio(pages_read, requests),
+            avg_request_pages: crate::units::ratio(pages_read, requests),
             stall_ms: get(&c.stall_ns) as f64 / 1e6,
             io_errors: get(&c.io_errors),
             size_checks: get(&c.size_checks),

@@ -3,6 +3,8 @@
 //! are the engine's too ([`crate::engine::Stats`]); JSON keeps the names of before,
 //! `read_requests` and `async_requests`, beside them.
 
+use crate::units::ratio;
+
 /// The figures of one run, under one accounting.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 #[serde(into = "MetricsJson")]
@@ -146,14 +148,6 @@ impl Counters {
             ahead_requests: self.paper_async,
             ..self.faithful()
         }
-    }
-}
-
-pub(crate) fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        0.0
-    } else {
-        a as f64 / b as f64
     }
 }
 

@@ -16,20 +16,19 @@
 
 mod cache;
 mod context;
-mod device;
 mod metrics;
 mod oracle_runs;
 mod xarray;
 
-pub use device::DeviceModel;
+pub use crate::device::DeviceModel;
 pub use metrics::{time_ratio, FileReport, Metrics, RunReport};
 
 use std::collections::BTreeSet;
 
 use context::Ctx;
-pub(crate) use metrics::ratio;
 use metrics::Counters;
 
+use crate::device::Device;
 use crate::policy::oracle::{Need, Oracle, OracleSettings, Ramp, Taper};
 use crate::policy::{
     self, AppRead, Hint, IoKind, IoRequest, Policy, PolicyConfig, RaContext, Window, ORACLE,
@@ -38,7 +37,6 @@ use crate::units::{Bytes, PageRange, PAGE_SIZE};
 use crate::workload::{Event, Workload};
 pub use cache::Eviction;
 use cache::PageCache;
-use device::Device;
 
 /// Settings of one simulation.
 #[derive(Clone, Copy, Debug)]

@@ -99,7 +99,7 @@ pub(crate) struct Limits {
     pub max_sectors_kb: Option<u64>,
     /// The modelled device the engine's meter starts from, until it has measured this one
     /// (an object store's round trips, not the NVMe disk it assumes otherwise).
-    pub starts_as: Option<crate::sim::DeviceModel>,
+    pub starts_as: Option<crate::device::DeviceModel>,
 }
 
 /// What a source reports while it checks its size (see [`Source::current_size`]).

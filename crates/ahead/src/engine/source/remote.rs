@@ -720,7 +720,7 @@ impl Source for RemoteSource {
         Limits {
             read_ahead_kb: None,
             max_sectors_kb: Some(REQUEST_KB),
-            starts_as: Some(crate::sim::DeviceModel::REMOTE),
+            starts_as: Some(crate::device::DeviceModel::REMOTE),
         }
     }
     fn fd(&self) -> Option<BorrowedFd<'_>> {

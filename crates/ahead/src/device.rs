@@ -11,6 +11,11 @@
 //! `io_max_pages`) is split into commands of at most that size, as the block layer splits a
 //! bio: each command takes its own queue slot and pays its own per-request cost, and its pages
 //! are ready when it completes. A policy's request is still counted once in the reports.
+//!
+//! Both drivers use it, so it lives beside them rather than in either: the simulator runs its
+//! requests through a [`Device`] timeline, and the engine's meter starts a source it has not
+//! measured yet from a preset (an object store's round trips) and tells the policies an
+//! estimate in the same terms ([`DeviceModel::estimate`]).
 
 use std::fmt;
 
