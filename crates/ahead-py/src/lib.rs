@@ -97,17 +97,12 @@ fn size_arg(value: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
     )))
 }
 
-/// An object or prefix as Python gets it: `(url, size, is_prefix, etag, mtime_ns)`.
+/// A file, object, directory or prefix as Python gets it: `(name, size, is_dir, etag,
+/// mtime_ns)`.
 type Entry = (String, u64, bool, Option<String>, i64);
 
-fn entry(info: ahead::engine::ObjectInfo) -> Entry {
-    (
-        info.url,
-        info.size,
-        info.is_prefix,
-        info.e_tag,
-        info.last_modified_ns,
-    )
+fn entry(e: ahead::engine::Entry) -> Entry {
+    (e.name, e.size, e.is_dir, e.e_tag, e.modified_ns)
 }
 
 /// An engine: one cache under one memory budget, its backend, and the files opened through it.
@@ -183,15 +178,15 @@ impl PyEngine {
         mtime_ns: i64,
     ) -> PyResult<RawFile> {
         let engine = self.engine.clone();
-        let info = ahead::engine::ObjectInfo {
-            url: url.clone(),
+        let info = ahead::engine::Entry {
+            name: url.clone(),
             size,
-            is_prefix: false,
+            is_dir: false,
             e_tag: etag,
-            last_modified_ns: mtime_ns,
+            modified_ns: mtime_ns,
         };
         let file = py
-            .detach(|| engine.open_object(&info))
+            .detach(|| engine.open_entry(&info))
             .map_err(|e| os_error(e, &url))?;
         Ok(RawFile {
             file: Mutex::new(Some(Arc::new(file))),
@@ -205,21 +200,23 @@ impl PyEngine {
             .map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
-    /// `(url, size, is_prefix, etag, mtime_ns)` of the object or prefix at `url`.
-    fn stat_object(&self, py: Python<'_>, url: String) -> PyResult<Entry> {
+    /// `(name, size, is_dir, etag, mtime_ns)` of what `name` is (`Engine::stat`: a local
+    /// path or an object URL alike).
+    fn stat(&self, py: Python<'_>, name: String) -> PyResult<Entry> {
         let engine = self.engine.clone();
         let info = py
-            .detach(|| engine.stat_object(&url))
-            .map_err(|e| os_error(e, &url))?;
+            .detach(|| engine.stat(&name))
+            .map_err(|e| os_error(e, &name))?;
         Ok(entry(info))
     }
 
-    /// `(url, size, is_prefix, etag, mtime_ns)` of each object and prefix directly under `url`.
-    fn list_objects(&self, py: Python<'_>, url: String) -> PyResult<Vec<Entry>> {
+    /// `(name, size, is_dir, etag, mtime_ns)` of each entry directly under `name`
+    /// (`Engine::list`).
+    fn list(&self, py: Python<'_>, name: String) -> PyResult<Vec<Entry>> {
         let engine = self.engine.clone();
         let listed = py
-            .detach(|| engine.list_objects(&url))
-            .map_err(|e| os_error(e, &url))?;
+            .detach(|| engine.list(&name))
+            .map_err(|e| os_error(e, &name))?;
         Ok(listed.into_iter().map(entry).collect())
     }
 }

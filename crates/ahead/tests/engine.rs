@@ -636,3 +636,53 @@ fn files_opened_ahead_come_in_order_and_a_missing_one_fails_at_its_place() {
     }
     assert!(e.stats().resident_pages <= budget / 4096);
 }
+
+/// The namespace a mount and fsspec read names through: a local path is stated and listed by
+/// the same calls as an object URL (`tests/remote.rs`), one level deep and sorted, a file
+/// listing as itself; an entry opens without a second stat, and a directory does not open.
+#[test]
+fn local_names_are_stated_and_listed_as_objects_are() {
+    let root = dir().join("namespace");
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(root.join("sub")).unwrap();
+    std::fs::write(root.join("b.bin"), [2u8; 20]).unwrap();
+    std::fs::write(root.join("a.bin"), [1u8; 10]).unwrap();
+    let engine = engine(BackendChoice::THREADS, "adaptive", 8 << 20);
+    let a = engine.stat(root.join("a.bin")).unwrap();
+    assert_eq!((a.size, a.is_dir, a.e_tag.clone()), (10, false, None));
+    assert!(a.modified_ns > 0);
+    let listed: Vec<(String, u64, bool)> = engine
+        .list(&root)
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.name, e.size, e.is_dir))
+        .collect();
+    let name = |n: &str| root.join(n).to_string_lossy().into_owned();
+    assert_eq!(
+        listed,
+        [
+            (name("a.bin"), 10, false),
+            (name("b.bin"), 20, false),
+            (name("sub"), 0, true)
+        ]
+    );
+    assert_eq!(engine.list(root.join("a.bin")).unwrap(), [a.clone()]);
+    let mut buf = [0u8; 16];
+    assert_eq!(
+        engine.open_entry(&a).unwrap().read_at(&mut buf, 0).unwrap(),
+        10
+    );
+    assert_eq!(buf[..10], [1; 10]);
+    let sub = engine.stat(root.join("sub")).unwrap();
+    assert_eq!(
+        engine.open_entry(&sub).unwrap_err().kind(),
+        std::io::ErrorKind::IsADirectory
+    );
+    let err = engine.stat(root.join("missing")).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+    assert!(err.to_string().contains("missing"), "{err}");
+    assert_eq!(
+        engine.list(root.join("missing")).unwrap_err().kind(),
+        std::io::ErrorKind::NotFound
+    );
+}

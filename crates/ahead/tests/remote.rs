@@ -419,14 +419,12 @@ fn objects_and_prefixes_are_stated_and_listed_one_level_deep() {
     put(&gw.url(), "ls/a.bin", &[1; 10]);
     put(&gw.url(), "ls/sub/b.bin", &[2; 20]);
     let engine = s3_engine(&gw.url(), "adaptive", 8 << 20, &[]);
-    let a = engine
-        .stat_object(&format!("s3://{BUCKET}/ls/a.bin"))
-        .unwrap();
-    assert_eq!((a.size, a.is_prefix), (10, false));
+    let a = engine.stat(format!("s3://{BUCKET}/ls/a.bin")).unwrap();
+    assert_eq!((a.size, a.is_dir), (10, false));
     assert!(a.e_tag.is_some());
     // Opened from the stat, without a HEAD of its own; pinned to what the stat saw.
     let mut buf = [0u8; 16];
-    let file = engine.open_object(&a).unwrap();
+    let file = engine.open_entry(&a).unwrap();
     assert_eq!(file.read_at(&mut buf, 0).unwrap(), 10);
     assert_eq!(buf[..10], [1; 10]);
     // Changed since the stat: an engine with nothing cached of it reads nothing of the new
@@ -434,35 +432,45 @@ fn objects_and_prefixes_are_stated_and_listed_one_level_deep() {
     put(&gw.url(), "ls/a.bin", &[3; 10]);
     let other = s3_engine(&gw.url(), "adaptive", 8 << 20, &[]);
     let err = other
-        .open_object(&a)
+        .open_entry(&a)
         .unwrap()
         .read_at(&mut buf, 0)
         .unwrap_err();
     assert!(err.to_string().contains("changed"), "{err}");
-    let dir = engine.stat_object(&format!("s3://{BUCKET}/ls")).unwrap();
+    let dir = engine.stat(format!("s3://{BUCKET}/ls")).unwrap();
     assert_eq!(
-        (dir.url.as_str(), dir.is_prefix),
+        (dir.name.as_str(), dir.is_dir),
         (&*format!("s3://{BUCKET}/ls/"), true)
     );
-    let listed: Vec<(String, u64, bool)> = engine
-        .list_objects(&format!("s3://{BUCKET}/ls/"))
-        .unwrap()
-        .into_iter()
-        .map(|o| (o.url, o.size, o.is_prefix))
-        .collect();
+    let err = engine.open_entry(&dir).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::IsADirectory, "{err}");
+    let names = |name: String| -> Vec<(String, u64, bool)> {
+        engine
+            .list(name)
+            .unwrap()
+            .into_iter()
+            .map(|o| (o.name, o.size, o.is_dir))
+            .collect()
+    };
+    let under = [
+        (format!("s3://{BUCKET}/ls/a.bin"), 10, false),
+        (format!("s3://{BUCKET}/ls/sub/"), 0, true),
+    ];
+    assert_eq!(names(format!("s3://{BUCKET}/ls/")), under);
+    assert_eq!(names(format!("s3://{BUCKET}/ls")), under);
+    // An object lists as itself, as `ls FILE` shows it.
     assert_eq!(
-        listed,
-        [
-            (format!("s3://{BUCKET}/ls/a.bin"), 10, false),
-            (format!("s3://{BUCKET}/ls/sub/"), 0, true)
-        ]
+        names(format!("s3://{BUCKET}/ls/a.bin")),
+        [(format!("s3://{BUCKET}/ls/a.bin"), 10, false)]
     );
+    for missing in ["ls/nothing", "ls/no/"] {
+        let err = engine.stat(format!("s3://{BUCKET}/{missing}")).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound, "{err}");
+    }
     let err = engine
-        .stat_object(&format!("s3://{BUCKET}/ls/nothing"))
+        .list(format!("s3://{BUCKET}/ls/nothing"))
         .unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::NotFound, "{err}");
-    let err = engine.list_objects("http://127.0.0.1:1/x").unwrap_err();
-    assert_eq!(err.kind(), std::io::ErrorKind::Unsupported, "{err}");
 }
 
 #[test]
@@ -477,6 +485,10 @@ fn http_objects_read_byte_for_byte_from_lighttpd_and_a_rewrite_is_caught() {
     let url = format!("{}/object.bin", web.url());
     let file = engine.open(&url).unwrap();
     assert_eq!(read_full(&file, 0, size).unwrap(), bytes);
+    // No listing over HTTP: a URL lists as the object it names.
+    let entry = engine.stat(&url).unwrap();
+    assert_eq!((entry.size, entry.is_dir), (size as u64, false));
+    assert_eq!(engine.list(&url).unwrap(), [entry]);
     let stats = engine.stats();
     assert!(stats.requests < 20, "read ahead in large GETs: {stats:?}");
     let err = engine

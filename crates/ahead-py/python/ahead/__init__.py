@@ -100,14 +100,15 @@ class Engine:
         """What the engine has done so far: the Rust ``Stats``'s fields, by the same names."""
         return json.loads(self._engine.stats_json())
 
-    def info(self, url: str) -> Dict[str, Any]:
-        """``{"name", "size", "type", "ETag"}`` of the object (or prefix) at ``url``."""
-        return _info_of(self._engine.stat_object(url))
+    def info(self, name: str) -> Dict[str, Any]:
+        """``{"name", "size", "type", "mtime", "ETag"}`` of what ``name`` is: a local path or an
+        object URL (a prefix is a ``"directory"``), as the engine's one table of sources says."""
+        return _info_of(self._engine.stat(os.fspath(name)))
 
-    def ls(self, url: str):
-        """The objects and prefixes directly under ``url`` (``s3://bucket/dir/``), as
-        :meth:`info` gives them."""
-        return [_info_of(entry) for entry in self._engine.list_objects(url)]
+    def ls(self, name: str):
+        """What is directly under ``name`` (a local directory, ``s3://bucket/dir/``), as
+        :meth:`info` gives it; a file lists as itself."""
+        return [_info_of(entry) for entry in self._engine.list(os.fspath(name))]
 
     def __repr__(self) -> str:
         stats = self.stats()
@@ -152,11 +153,11 @@ def _option_text(value: Any) -> str:
 
 
 def _info_of(entry) -> Dict[str, Any]:
-    url, size, is_prefix, etag, mtime_ns = entry
-    info: Dict[str, Any] = {"name": url, "size": size, "type": "directory" if is_prefix else "file"}
+    name, size, is_dir, etag, mtime_ns = entry
+    info: Dict[str, Any] = {"name": name, "size": size, "type": "directory" if is_dir else "file"}
     if etag is not None:
         info["ETag"] = etag
-    if not is_prefix:
+    if mtime_ns:
         info["mtime"] = mtime_ns / 1e9
         info["mtime_ns"] = mtime_ns
     return info

@@ -21,7 +21,6 @@ names it. Read-only: writing modes raise.
 from __future__ import annotations
 
 import os
-import stat as stat_module
 import time
 from typing import Any, Dict, Optional
 
@@ -126,9 +125,6 @@ class AheadFileSystem(_Base):
             return url[len("s3://"):].rstrip("/")
         return url.rstrip("/") if url.endswith("/") and len(url) > 1 else url
 
-    def _remote(self, url: str) -> bool:
-        return url.startswith(("s3://", "http://", "https://"))
-
     # -- reading ----------------------------------------------------------------------------
 
     def _open(self, path, mode="rb", block_size=None, autocommit=True, cache_options=None, **kwargs):
@@ -153,41 +149,25 @@ class AheadFileSystem(_Base):
     # -- metadata ---------------------------------------------------------------------------
 
     def info(self, path, **kwargs):
+        # The engine says what a name is, local or remote (its one table of sources). A remote
+        # answer is kept STAT_SECONDS, as pyarrow asks `info` and then opens: one round trip.
         url = self._url(path)
-        if self._remote(url):
-            known = self._stats.get(url)
-            if known is None or time.monotonic() - known[0] >= STAT_SECONDS:
-                known = (time.monotonic(), self.engine.info(url))
+        known = self._stats.get(url)
+        if known is None or time.monotonic() - known[0] >= STAT_SECONDS:
+            known = (time.monotonic(), self.engine.info(url))
+            if self.target_protocol:
                 if len(self._stats) >= 1024:
                     self._stats.clear()
                 self._stats[url] = known
-            return dict(known[1], name=self._name(known[1]["name"]))
-        st = os.stat(url)
-        kind = "directory" if stat_module.S_ISDIR(st.st_mode) else "file"
-        return {"name": url, "size": st.st_size if kind == "file" else 0, "type": kind, "mtime": st.st_mtime}
+        return dict(known[1], name=self._name(known[1]["name"]))
 
     def ls(self, path, detail=True, **kwargs):
         url = self._url(path)
-        if url.startswith(("http://", "https://")):
-            entries = [self.info(path)]
-        elif self._remote(url):
-            info = self.info(path)  # the stat kept for an open, or one made now and kept
-            if info["type"] == "file":
-                entries = [info]
-            else:
-                listed = self.engine.ls(url.rstrip("/") + "/")
-                entries = [dict(e, name=self._name(e["name"])) for e in listed]
-        elif os.path.isdir(url):
-            entries = []
-            with os.scandir(url) as it:
-                for entry in it:
-                    st = entry.stat()
-                    kind = "directory" if entry.is_dir() else "file"
-                    entries.append({"name": entry.path, "size": st.st_size if kind == "file" else 0,
-                                    "type": kind, "mtime": st.st_mtime})
-            entries.sort(key=lambda e: e["name"])
+        info = self.info(path)  # the stat kept for an open, or one made now
+        if info["type"] == "file":
+            entries = [info]
         else:
-            entries = [self.info(url)]
+            entries = [dict(e, name=self._name(e["name"])) for e in self.engine.ls(url)]
         return entries if detail else [e["name"] for e in entries]
 
     def invalidate_cache(self, path=None):

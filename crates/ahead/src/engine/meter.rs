@@ -28,14 +28,12 @@ impl DeviceKey {
         match object {
             ObjectKey::Inode { dev, .. } => DeviceKey::Block(*dev),
             #[cfg(feature = "remote")]
-            ObjectKey::Url(url) => {
-                // Up to the path's first segment past the scheme: the bucket, or the host.
-                let after_scheme = url.find("://").map_or(0, |i| i + 3);
-                let end = url[after_scheme..]
-                    .find('/')
-                    .map_or(url.len(), |i| after_scheme + i);
-                DeviceKey::Store(url[..end].to_string())
-            }
+            // The bucket, or the origin: what a store is built for (`source::url`, the one
+            // parser of object URLs).
+            ObjectKey::Url(url) => match super::source::url::parse(url, true) {
+                Ok(parsed) => DeviceKey::Store(parsed.place),
+                Err(_) => DeviceKey::Store(url.clone()),
+            },
             #[cfg(test)]
             ObjectKey::Test(_) => DeviceKey::Other,
         }

@@ -88,9 +88,8 @@ pub use builder::{
     DEFAULT_THREADS, MIN_BUDGET,
 };
 pub use source::local::sizeless;
-#[cfg(feature = "remote")]
-pub use source::remote::ObjectInfo;
 pub use source::url::{check as check_url, redact as redact_url};
+pub use source::Entry;
 
 /// The registered backends' names, in the order `auto` prefers them (`--engine NAME`,
 /// [`Stats::backend`]).
@@ -346,39 +345,48 @@ impl Engine {
         self.open_source(opened, &options, make)
     }
 
-    /// What the store says of the object at `url` (`s3://bucket/key`, `http(s)://host/path`),
-    /// with this engine's remote options, without opening it: its size and ETag; or, for an
-    /// S3 URL with objects under it (a bucket, a `dir/`), that it is a prefix.
+    /// What `name` is (a local path, `s3://bucket/key`, `http(s)://host/path`), without
+    /// opening it: a file or a directory (an S3 prefix with objects under it), its size, and
+    /// its version (an ETag where the store gives one, the modification time). The kind of
+    /// source that reads the name answers, from the one table of them (`source::SOURCES`).
     ///
     /// # Errors
-    /// `NotFound` where there is no such object, `PermissionDenied` for refused credentials,
-    /// `InvalidInput` for a URL that names no object; each message names the URL, never a key.
-    #[cfg(feature = "remote")]
-    pub fn stat_object(&self, url: &str) -> io::Result<ObjectInfo> {
-        source::remote::stat(Path::new(url), &self.inner.config.remote_options.0)
+    /// `NotFound` where there is no such file or object, `PermissionDenied` for refused
+    /// credentials, `InvalidInput` for a URL that names nothing; each message names it, never
+    /// a key or a password.
+    pub fn stat(&self, name: impl AsRef<Path>) -> io::Result<Entry> {
+        let name = name.as_ref();
+        (source::kind_of(name)?.stat)(name, &self.open_settings())
     }
 
-    /// The objects and prefixes directly under `url` (`s3://bucket`, `s3://bucket/dir/`),
-    /// sorted by URL, one level deep as `ls` lists a directory.
+    /// What is directly under `name`, sorted by name, one level deep as `ls` lists a
+    /// directory (an S3 prefix's objects and prefixes, a local directory's entries); a file
+    /// or an object lists as itself (an HTTP server, which has no listing, lists a URL so).
     ///
     /// # Errors
-    /// As [`Engine::stat_object`]; `Unsupported` for an HTTP URL (HTTP has no listing).
-    #[cfg(feature = "remote")]
-    pub fn list_objects(&self, url: &str) -> io::Result<Vec<ObjectInfo>> {
-        source::remote::list(Path::new(url), &self.inner.config.remote_options.0)
+    /// As [`Engine::stat`].
+    pub fn list(&self, name: impl AsRef<Path>) -> io::Result<Vec<Entry>> {
+        let name = name.as_ref();
+        (source::kind_of(name)?.list)(name, &self.open_settings())
     }
 
-    /// Open the object `info` describes, as [`Engine::stat_object`] or
-    /// [`Engine::list_objects`] gave it, without asking the store again: its ETag pins the
-    /// version (a change since fails the first read). A filesystem layer that has just made
-    /// a stat (fsspec's `info` before `open`) saves a round trip per open.
+    /// Open what `entry` describes, as [`Engine::stat`] or [`Engine::list`] gave it, without
+    /// asking again: an object's ETag pins the version (a change since fails the first read).
+    /// A filesystem layer that has just made a stat (fsspec's `info` before `open`, a mount's
+    /// `lookup`) saves a round trip per open.
     ///
     /// # Errors
-    /// As [`Engine::open`]; `IsADirectory` for a prefix.
-    #[cfg(feature = "remote")]
-    pub fn open_object(&self, info: &ObjectInfo) -> io::Result<File> {
+    /// As [`Engine::open`]; `IsADirectory` for a directory or prefix.
+    pub fn open_entry(&self, entry: &Entry) -> io::Result<File> {
+        if entry.is_dir {
+            return Err(io::Error::new(
+                io::ErrorKind::IsADirectory,
+                format!("{}: a directory, not a file", entry.name),
+            ));
+        }
         let make = self.policy_maker(PolicyChoice::Engine)?;
-        let opened = source::remote::open_known(info, &self.open_settings())?;
+        let kind = source::kind_of(Path::new(&entry.name))?;
+        let opened = (kind.open_entry)(entry, &self.open_settings())?;
         self.open_source(opened, &OpenOptions::new(), make)
     }
 

@@ -23,7 +23,54 @@ pub(crate) const REGISTERED: super::Registered = super::Registered {
     about: "a file of a local filesystem",
     claims: |_| true,
     open,
+    // A local file's version is checked at every open anyway: nothing to save.
+    open_entry: |entry, settings| open(Path::new(&entry.name), settings),
+    stat,
+    list,
 };
+
+/// A local path as an [`super::Entry`]: its metadata (following a symbolic link, as `open`
+/// does).
+fn stat(name: &Path, _: &OpenSettings) -> io::Result<super::Entry> {
+    let meta = std::fs::metadata(name).map_err(|e| named(name, e))?;
+    Ok(entry(name.to_string_lossy().into_owned(), &meta))
+}
+
+fn entry(name: String, meta: &std::fs::Metadata) -> super::Entry {
+    use std::os::unix::fs::MetadataExt;
+    super::Entry {
+        name,
+        size: if meta.is_dir() { 0 } else { meta.len() },
+        is_dir: meta.is_dir(),
+        e_tag: None,
+        modified_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+    }
+}
+
+/// A local directory's entries, sorted by name (a file lists as itself). An entry that
+/// vanishes while it is listed is left out, as `ls` leaves it.
+fn list(name: &Path, settings: &OpenSettings) -> io::Result<Vec<super::Entry>> {
+    let top = stat(name, settings)?;
+    if !top.is_dir {
+        return Ok(vec![top]);
+    }
+    let mut out = Vec::new();
+    for dirent in std::fs::read_dir(name).map_err(|e| named(name, e))? {
+        let path = dirent.map_err(|e| named(name, e))?.path();
+        match std::fs::metadata(&path) {
+            Ok(meta) => out.push(entry(path.to_string_lossy().into_owned(), &meta)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(named(&path, e)),
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+/// `e`, its message naming `name`.
+fn named(name: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", name.display()))
+}
 
 /// A local file, open for reading. See the module comment.
 pub(crate) struct LocalFile {

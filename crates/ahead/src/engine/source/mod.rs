@@ -9,6 +9,12 @@
 //! the names it reads and opens them into an [`Opened`]: the source, its [`Identity`] (so two
 //! opens of one version share pages), and the fallbacks it took.
 //!
+//! **The namespace.** Each kind also tells what a name is ([`Registered::stat`]) and what is
+//! under it ([`Registered::list`]), as one [`Entry`] type whatever the kind: a file or an
+//! object, a directory or a prefix. [`kind_of`] is the one place a name is matched to its
+//! kind; the engine's `stat`, `list` and `open`, Python's fsspec layer and a mount all go
+//! through it, and none parses a scheme of its own.
+//!
 //! * [`local`]: a file of a local filesystem: `O_DIRECT` where it can, read leases or `fstat`
 //!   for change detection, sysfs for the device's limits.
 //! * `remote` (the `remote` feature): an object behind an `s3://` or `http(s)://` URL, read with
@@ -46,6 +52,30 @@ pub(crate) struct Registered {
     /// Whether this kind reads `name` (a path, or a URL for sources that take them).
     pub claims: fn(&Path) -> bool,
     pub open: fn(&Path, &OpenSettings) -> io::Result<Opened>,
+    /// Open what a stat or a listing of this kind just described, without asking again.
+    pub open_entry: fn(&Entry, &OpenSettings) -> io::Result<Opened>,
+    /// What `name` is: a file or a directory, its size and version.
+    pub stat: fn(&Path, &OpenSettings) -> io::Result<Entry>,
+    /// What is directly under `name`, sorted by name, one level deep as `ls` shows a
+    /// directory; a file lists as itself.
+    pub list: fn(&Path, &OpenSettings) -> io::Result<Vec<Entry>>,
+}
+
+/// What a name is, as a stat or a listing tells it, for every kind of source alike: a file
+/// (a local file, an object) or a directory (a local directory, an S3 prefix).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// Its full name: a path, or a URL (`s3://bucket/key`; a prefix's ends with `/`), with
+    /// any password hidden.
+    pub name: String,
+    /// Size in bytes (0 for a directory).
+    pub size: u64,
+    /// Whether it is a directory (or a prefix objects are under) rather than a file.
+    pub is_dir: bool,
+    /// The object's ETag, where a store gives one (never for a local file).
+    pub e_tag: Option<String>,
+    /// When it was last modified, in ns since the epoch (0 where unknown).
+    pub modified_ns: i64,
 }
 
 /// The engine's settings a source is opened with.
@@ -145,8 +175,13 @@ pub(crate) trait Source: Send + Sync {
 
 /// Open `name` with the first kind of source that claims it.
 pub(crate) fn open(name: &Path, settings: &OpenSettings) -> io::Result<Opened> {
+    (kind_of(name)?.open)(name, settings)
+}
+
+/// The kind of source that reads `name`: the first that claims it.
+pub(crate) fn kind_of(name: &Path) -> io::Result<&'static Registered> {
     match SOURCES.iter().find(|s| (s.claims)(name)) {
-        Some(kind) => (kind.open)(name, settings),
+        Some(kind) => Ok(kind),
         None => Err(io::Error::new(
             io::ErrorKind::Unsupported,
             format!(

@@ -1,0 +1,329 @@
+//! `remote`: an object behind a URL (`s3://bucket/key`, `http://host/path`,
+//! `https://host/path`), read with plain ranged GETs through the `object_store` crate.
+//!
+//! The engine drives it as any source: the policies decide what to fetch, one ranged GET per
+//! request the engine issues (object_store's own coalescing, `get_ranges`, is not used: the
+//! policy is the one deciding sizes). A remote source has no descriptor, so it is read through
+//! [`Source::read`] on a pool of threads (the `threads` backend's, or the one `uring` keeps
+//! for such sources): each worker waits on one GET, which runs on a small tokio runtime, and
+//! the pool's size is how many are in flight.
+//!
+//! **Sized for the link.** Its [`Limits`] give requests of up to 8 MiB (what S3's guidance and
+//! mountpoint-s3 use for ranged GETs) and start the engine's meter from the simulator's model
+//! of an object store; from the first GETs on, the meter measures latency to first byte and
+//! bandwidth, and `adaptive` keeps latency x bandwidth in flight (see `engine/meter.rs`).
+//!
+//! **Pinned to what was opened.** Opening asks the store for the object's metadata (a HEAD):
+//! its size, and its ETag (or, where the store gives none, its Last-Modified). Every GET then
+//! carries `If-Match` with that ETag (or `If-Unmodified-Since` with that time), and every
+//! answer's ETag (or Last-Modified) and size must be the opened ones, so a changed object fails
+//! the next read with a clear error instead of mixing two versions in the cache. A server that
+//! gives neither (some plain web servers) leaves nothing to pin but the size: a same-size
+//! replacement mid-read goes unseen, which the open says once ([`FallbackKind::Unpinned`],
+//! `File::unpinned`; `ahead cat` warns, Python too). A GET whose body is shorter than the
+//! range asked for (before the object's end) is an error, never short data: nothing
+//! half-received enters the cache, since the engine only marks a request's pages cached when
+//! its read succeeded in full.
+//!
+//! **Failures.** object_store retries each request on its own: connection errors, timeouts,
+//! 5xx (S3's 503 SlowDown among them), 429 and 408, and a body cut off mid-way (resumed from
+//! where it stopped, if the ETag still matches), with exponential backoff and decorrelated
+//! jitter. [`RETRY`] bounds it: at most 4 retries per request, within 30 s (the remote options
+//! `max_retries` and `retry_timeout` change both). 403 and 404 are not retried: they are clear
+//! errors naming the object. A server that ignores `If-Match` is still caught: every answer's
+//! ETag and size must be the opened ones.
+//!
+//! **Credentials and settings** come the way AWS tools take them: `AWS_ACCESS_KEY_ID`,
+//! `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT_URL`, profile files
+//! (object_store's `AmazonS3Builder::from_env`), overridden by the engine's
+//! [`remote options`](crate::engine::EngineBuilder::remote_option) (object_store's config keys:
+//! `endpoint`, `access_key_id`, `timeout`, ...). An `http://` endpoint is allowed (loopback
+//! test servers). Errors name the object and what failed, never a key or a secret. TLS is
+//! rustls with ring, which the first open installs as rustls's process-wide crypto provider
+//! unless the program has installed its own.
+
+mod listing;
+mod read;
+mod store;
+
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::path::Path as ObjectPath;
+use object_store::{
+    BackoffConfig, ClientConfigKey, ClientOptions, GetOptions, GetRange, ObjectMeta, ObjectStore,
+    ObjectStoreExt, RetryConfig,
+};
+
+use super::{
+    url, Entry, Event, Identity, Limits, ObjectKey, OpenSettings, Opened, Registered, Source,
+};
+use crate::engine::backend::ReadOp;
+use crate::engine::{Fallback, FallbackKind};
+use crate::units::PAGE_SIZE;
+
+use listing::*;
+use read::*;
+use store::*;
+
+/// This kind's entry in [`super::SOURCES`].
+pub(crate) const REGISTERED: Registered = Registered {
+    name: "remote",
+    about: "an object behind a URL (s3://bucket/key, http(s)://host/path), read with ranged GETs",
+    claims,
+    open,
+    open_entry: open_known,
+    stat,
+    list,
+};
+
+fn claims(name: &Path) -> bool {
+    name.to_str().and_then(url::Scheme::of).is_some()
+}
+
+/// The largest GET, in KiB: S3's guidance for ranged GETs (8-16 MiB) and mountpoint-s3's part.
+const REQUEST_KB: u64 = 8 << 10;
+
+fn open(name: &Path, settings: &OpenSettings) -> io::Result<Opened> {
+    let url = parsed(name, false)?;
+    let (store, location) = store_and_location(&url, settings.remote_options)?;
+    open_object(PathBuf::from(&url.shown), store, location)
+}
+
+/// Open the object `info` describes (a stat or a listing the caller has just made) without
+/// a HEAD of its own (see [`opened`]).
+pub(crate) fn open_known(info: &Entry, settings: &OpenSettings) -> io::Result<Opened> {
+    let name = Path::new(&info.name);
+    if info.is_dir {
+        return Err(io::Error::new(
+            io::ErrorKind::IsADirectory,
+            format!("{}: a prefix, not an object", name.display()),
+        ));
+    }
+    let url = parsed(name, false)?;
+    let (store, location) = store_and_location(&url, settings.remote_options)?;
+    Ok(opened(info, store, location))
+}
+
+/// Open `location` in `store` as `name`: one HEAD for its size and version.
+pub(crate) fn open_object(
+    name: PathBuf,
+    store: Arc<dyn ObjectStore>,
+    location: ObjectPath,
+) -> io::Result<Opened> {
+    let meta = runtime()?
+        .block_on(store.head(&location))
+        .map_err(|e| store_error(&name, "cannot open it", e))?;
+    let info = object(name.to_string_lossy().into_owned(), &meta);
+    Ok(opened(&info, store, location))
+}
+
+/// The object `info` describes, pinned to that version: its size and ETag (a GET's
+/// `If-Match` fails if the object changed since), or, where the store gives no ETag, its size
+/// and Last-Modified.
+fn opened(info: &Entry, store: Arc<dyn ObjectStore>, location: ObjectPath) -> Opened {
+    let (version, notes, unpinned) = match (&info.e_tag, info.modified_ns) {
+        (Some(tag), _) => (fingerprint(tag.as_bytes()), Vec::new(), None),
+        // object_store reads a missing Last-Modified as the epoch.
+        (None, 0) => {
+            let why = format!(
+                "{}: the server gives no ETag and no Last-Modified: a change of the object while it is read is seen only if its size changes (a same-size replacement may mix the two versions' bytes)",
+                info.name
+            );
+            (
+                0,
+                vec![Fallback::new(FallbackKind::Unpinned, why.clone())],
+                Some(why),
+            )
+        }
+        (None, modified) => (
+            modified as i128,
+            vec![Fallback::new(
+                FallbackKind::NoETag,
+                format!(
+                    "{}: no ETag: a change is told by size and Last-Modified (to the second) only",
+                    info.name
+                ),
+            )],
+            None,
+        ),
+    };
+    Opened {
+        identity: Identity {
+            object: ObjectKey::Url(info.name.clone()),
+            size: info.size,
+            version,
+        },
+        source: Box::new(RemoteSource {
+            name: PathBuf::from(&info.name),
+            store,
+            location,
+            size: info.size,
+            e_tag: info.e_tag.clone(),
+            last_modified_ns: info.modified_ns,
+            unpinned,
+        }),
+        notes,
+    }
+}
+
+/// A version number from an ETag (FNV-1a: stable across runs, unlike the std hasher).
+fn fingerprint(bytes: &[u8]) -> i128 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    h as i128
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{BackendChoice, Engine};
+    use object_store::memory::InMemory;
+    use object_store::PutPayload;
+
+    fn engine() -> Engine {
+        Engine::builder()
+            .backend(BackendChoice::THREADS)
+            .budget(4 << 20)
+            .build()
+            .unwrap()
+    }
+
+    /// Put `bytes` at `name` in `store` and open it through `engine` with `policy`.
+    fn put_and_open(
+        engine: &Engine,
+        store: &Arc<InMemory>,
+        name: &str,
+        bytes: Vec<u8>,
+        policy: &str,
+    ) -> crate::engine::File {
+        let location = ObjectPath::from(name);
+        runtime()
+            .unwrap()
+            .block_on(store.put(&location, PutPayload::from(bytes)))
+            .unwrap();
+        let url = PathBuf::from(format!("memory://{name}"));
+        let opened = open_object(url, store.clone(), location).unwrap();
+        let make = Box::new(crate::policy::maker(policy).unwrap());
+        engine
+            .open_source(opened, &crate::engine::OpenOptions::new(), make)
+            .unwrap()
+    }
+
+    #[test]
+    fn an_object_reads_through_the_engine_byte_for_byte() {
+        let store = Arc::new(InMemory::new());
+        let size = 3 * 1024 * 1024 + 123;
+        let bytes: Vec<u8> = (0..size).map(|i| (i * 13 % 251) as u8).collect();
+        let engine = engine();
+        let file = put_and_open(
+            &engine,
+            &store,
+            "data/object.bin",
+            bytes.clone(),
+            "adaptive",
+        );
+        assert_eq!(file.len(), size as u64);
+        crate::engine::source::tests::read_to_end_checking(&file, &bytes, 4096, "remote");
+        let stats = engine.stats();
+        assert!(stats.ahead_requests > 0, "read ahead: {stats:?}");
+        assert!(
+            stats.requests < (size as u64 / 4096) / 4,
+            "fewer GETs than reads: {stats:?}"
+        );
+    }
+
+    #[test]
+    fn a_large_read_its_reader_waits_for_comes_in_parallel_parts_byte_for_byte() {
+        assert_eq!(parts(PART_BYTES), 1);
+        assert_eq!(parts(2 * PART_BYTES), 1);
+        assert_eq!(parts(8 << 20), 4);
+        assert_eq!(parts(1 << 30), MOST_PARTS);
+        let store = Arc::new(InMemory::new());
+        let size = 40 * 1024 * 1024 + 4321;
+        let bytes: Vec<u8> = (0..size).map(|i| (i * 7 % 253) as u8).collect();
+        let engine = Engine::builder()
+            .backend(BackendChoice::THREADS)
+            .budget(64 << 20)
+            .build()
+            .unwrap();
+        let file = put_and_open(&engine, &store, "big.bin", bytes.clone(), "adaptive");
+        // Reads far apart, each a miss read whole by its reader, in one request (its parts
+        // fetched at once), not a request of the largest I/O after another: 9 MiB, an odd offset
+        // and length, and the object's end.
+        for (at, len) in [
+            (12_345usize, 9 << 20),
+            (20 << 20, (7 << 20) + 11),
+            (size - (5 << 20), 5 << 20),
+        ] {
+            let requests = engine.stats().sync_requests;
+            let mut buf = vec![0u8; len];
+            let mut done = 0;
+            while done < len {
+                let n = file.read_at(&mut buf[done..], (at + done) as u64).unwrap();
+                assert!(n > 0);
+                done += n;
+            }
+            assert!(buf == bytes[at..at + len], "bytes at {at}");
+            assert_eq!(
+                engine.stats().sync_requests - requests,
+                1,
+                "requests for {len} bytes at {at}: {:?}",
+                engine.stats()
+            );
+        }
+    }
+
+    #[test]
+    fn a_changed_object_is_an_error_not_a_mix_of_versions() {
+        let store = Arc::new(InMemory::new());
+        let engine = engine();
+        let file = put_and_open(&engine, &store, "changes.bin", vec![1u8; 1 << 20], "none");
+        let (rt, location) = (runtime().unwrap(), ObjectPath::from("changes.bin"));
+        let mut buf = vec![0u8; 4096];
+        assert_eq!(file.read_at(&mut buf, 0).unwrap(), 4096);
+        assert!(buf.iter().all(|&b| b == 1));
+        rt.block_on(store.put(&location, PutPayload::from(vec![2u8; 1 << 20])))
+            .unwrap();
+        let err = file.read_at(&mut buf, 512 * 1024).unwrap_err();
+        assert!(
+            err.to_string().contains("changed since it was opened"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_missing_object_and_a_bad_url_are_clear_errors() {
+        let store = Arc::new(InMemory::new());
+        let err = open_object(
+            PathBuf::from("memory://nothing"),
+            store,
+            ObjectPath::from("nothing"),
+        )
+        .err()
+        .expect("no such object");
+        assert_eq!(err.kind(), io::ErrorKind::NotFound, "{err}");
+        assert!(err
+            .to_string()
+            .contains("memory://nothing: cannot open it: no such object"));
+        for bad in ["s3://", "s3://bucket", "s3://bucket/", "http://host-only"] {
+            let err = open(
+                Path::new(bad),
+                &OpenSettings {
+                    direct: true,
+                    leases: false,
+                    remote_options: &[],
+                },
+            )
+            .err()
+            .expect("refused");
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{bad}: {err}");
+        }
+    }
+}
