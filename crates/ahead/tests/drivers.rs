@@ -218,6 +218,23 @@ fn a_readers_refaults_reach_the_policy_in_the_engine_as_in_the_simulator() {
     assert_eq!(told_sim.load(Ordering::Relaxed), thrashed_sim);
 }
 
+/// Patterns of 16 MiB read once, and those that come back to pages already read.
+const READ_ONCE: [&str; 8] = [
+    "seq:size=16m,bs=4k",
+    "seq:size=16m,bs=256k",
+    "reverse:size=16m,bs=16k",
+    "stride:size=16m,bs=4k,stride=64k",
+    "interleaved:streams=4,size=16m,bs=16k",
+    "shuffled:size=16m,bs=64k",
+    "skips:size=16m,bs=64k,run=2m,skip=512k",
+    "merge:ways=4,size=16m,bs=16k",
+];
+const READ_AGAIN: [&str; 3] = [
+    "random:size=16m,bs=4k,count=2000",
+    "iozone:mix:size=16m,bs=64k",
+    "iozone:reread:size=16m,bs=64k",
+];
+
 /// The same agreement on every registered causal policy and every kind of pattern that reads
 /// one file: requests, the reader's waits (sync requests), pages read, and pages reported
 /// thrashed. The simulator models the engine's cache here (`Eviction::Clock`: its arena's
@@ -232,21 +249,7 @@ fn a_readers_refaults_reach_the_policy_in_the_engine_as_in_the_simulator() {
 #[test]
 fn the_engine_and_the_simulator_agree_on_every_policy_and_pattern() {
     let path = data_file("agree-16m", 16 << 20);
-    let once = [
-        "seq:size=16m,bs=4k",
-        "seq:size=16m,bs=256k",
-        "reverse:size=16m,bs=16k",
-        "stride:size=16m,bs=4k,stride=64k",
-        "interleaved:streams=4,size=16m,bs=16k",
-        "shuffled:size=16m,bs=64k",
-        "skips:size=16m,bs=64k,run=2m,skip=512k",
-        "merge:ways=4,size=16m,bs=16k",
-    ];
-    let again = [
-        "random:size=16m,bs=4k,count=2000",
-        "iozone:mix:size=16m,bs=64k",
-        "iozone:reread:size=16m,bs=64k",
-    ];
+    let (once, again) = (READ_ONCE, READ_AGAIN);
     let whole: Vec<(&str, u64)> = once.iter().chain(&again).map(|s| (*s, 32 << 20)).collect();
     let half = once.iter().chain(&again).map(|s| (*s, 8 << 20));
     let tight = once
@@ -426,17 +429,7 @@ fn every_backend_sends_the_requests_the_simulator_predicts_where_the_file_fits()
                 );
             }
         }
-        for spec in [
-            "seq:size=16m,bs=4k",
-            "reverse:size=16m,bs=16k",
-            "stride:size=16m,bs=4k,stride=64k",
-            "interleaved:streams=4,size=16m,bs=16k",
-            "shuffled:size=16m,bs=64k",
-            "skips:size=16m,bs=64k,run=2m,skip=512k",
-            "merge:ways=4,size=16m,bs=16k",
-            "random:size=16m,bs=4k,count=2000",
-            "iozone:mix:size=16m,bs=64k",
-        ] {
+        for spec in READ_ONCE.iter().chain(&READ_AGAIN) {
             let pattern = ahead::pattern::Pattern::parse(spec).unwrap();
             for policy in &policies {
                 check(

@@ -666,7 +666,10 @@ fn local_names_are_stated_and_listed_as_objects_are() {
             (name("sub"), 0, true)
         ]
     );
-    assert_eq!(engine.list(root.join("a.bin")).unwrap(), std::slice::from_ref(&a));
+    assert_eq!(
+        engine.list(root.join("a.bin")).unwrap(),
+        std::slice::from_ref(&a)
+    );
     let mut buf = [0u8; 16];
     assert_eq!(
         engine.open_entry(&a).unwrap().read_at(&mut buf, 0).unwrap(),
