@@ -13,7 +13,7 @@
 //! are ready when it completes. A policy's request is still counted once in the reports.
 //!
 //! Both drivers use it, so it lives beside them rather than in either: the simulator runs its
-//! requests through a [`Device`] timeline, and the engine's meter starts a source it has not
+//! requests through a `Device` timeline, and the engine's meter starts a source it has not
 //! measured yet from a preset (an object store's round trips) and tells the policies an
 //! estimate in the same terms ([`DeviceModel::estimate`]).
 
