@@ -18,7 +18,7 @@ pub(crate) fn bench_help() -> String {
     let mut out =
         String::from("Patterns (--patterns, comma-separated; all by default, in this order):\n");
     for p in crate::bench::BENCH_PATTERNS {
-        out.push_str(&format!("  {:<20} {}\n", p.name, p.about));
+        out.push_str(&format!("  {:<20} {}\n", p.name, p.about()));
     }
     out
 }

@@ -12,10 +12,15 @@ lighter one, for every client.
   parquet   pyarrow.parquet.read_table of 3 of the 20 columns: through `ahead::s3://` (the
             fsspec protocol), through s3fs with its defaults, and through pyarrow's own
             S3FileSystem (pre_buffer on, its default).
-  seq       the 1 GiB object read sequentially in 64 KiB read() calls from Python: ahead.open,
-            s3fs's open with its defaults; and `ahead cat` (Rust) of the same object.
-  local     a 2 GiB file, cold (the kernel's cache dropped before each run), in 4 KiB read()
-            calls: ahead.open(path, buffering=0) against open(path, "rb", buffering=0).
+  seq       the 1 GiB object read by the named reader --seq-reader (seq-64k: 64 KiB read()
+            calls) from Python: ahead.open, s3fs's open with its defaults; and `ahead cat
+            --bs` (Rust) of the same object in the same size.
+  local     a 2 GiB file, cold (the kernel's cache dropped before each run), read by the named
+            reader --local-reader (seq-4k: 4 KiB read() calls): ahead.open(path, buffering=0)
+            against open(path, "rb", buffering=0).
+
+The readers are the table every bench reads by name (ahead.readers(): `ahead bench` and `ahead
+bench --remote` read the same); a read() loop reads those that go in order in one size.
   threads   random 4 KiB preads of the 1 GiB object through one engine for a fixed time: 8
             Python threads against 1.
 
@@ -82,7 +87,7 @@ def child(args) -> dict:
             f = s3fs.S3FileSystem(**s3fs_options).open(f"{BUCKET}/object.bin", "rb")
         with f:
             while True:
-                chunk = f.read(65536)
+                chunk = f.read(args.bs)
                 if not chunk:
                     break
                 size += len(chunk)
@@ -95,9 +100,9 @@ def child(args) -> dict:
         else:
             f = open(args.local, "rb", buffering=0)
         with f:
-            read = f.read
+            read, bs = f.read, args.bs
             while True:
-                chunk = read(4096)
+                chunk = read(bs)
                 if not chunk:
                     break
                 size += len(chunk)
@@ -210,6 +215,19 @@ def drop_caches() -> None:
         sys.exit(f"cannot drop the kernel's cache ({e}): the local case needs root")
 
 
+def block_of(reader: str, size: int) -> int:
+    """The read size of the named reader ``reader`` over ``size`` bytes (ahead.readers(): the
+    reads every bench makes by that name), which must read in order from the start in one
+    size: what a read() loop reads."""
+    import ahead
+    end, bs = 0, 0
+    for offset, length in ahead.reader_reads(reader, size):
+        if offset != end or (bs and length != bs and offset + length != size):
+            sys.exit(f"{reader} does not read in order in one size: a read() loop cannot read it")
+        bs, end = bs or length, offset + length
+    return bs
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -218,6 +236,9 @@ def main() -> None:
     p.add_argument("--endpoint")
     p.add_argument("--local")
     p.add_argument("--cases", default="parquet,seq,local,threads")
+    p.add_argument("--seq-reader", default="seq-64k", help="the named reader of the seq case (ahead.readers())")
+    p.add_argument("--local-reader", default="seq-4k", help="the named reader of the local case")
+    p.add_argument("--bs", type=int, help=argparse.SUPPRESS)
     p.add_argument("--only", help="run only these contenders (comma-separated names, e.g. ahead,cat)")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--latency-ms", type=int, default=20, help="injected each way (toxiproxy)")
@@ -237,6 +258,8 @@ def main() -> None:
         os._exit(0)
 
     cases = args.cases.split(",")
+    bs = {"seq": block_of(args.seq_reader, args.object_mb << 20),
+          "local": block_of(args.local_reader, args.local_mb << 20)}
     scratch = Path(args.dir or tempfile.mkdtemp(prefix="ahead-bench-python."))
     root = scratch / "root"
     (root / BUCKET).mkdir(parents=True, exist_ok=True)
@@ -288,11 +311,13 @@ def main() -> None:
                 env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS, AWS_SECRET_ACCESS_KEY=SECRET,
                            AWS_REGION=REGION, AWS_ENDPOINT_URL=endpoint)
                 start = time.perf_counter()
-                subprocess.run([str(cli), "cat", "--budget", args.budget, f"s3://{BUCKET}/object.bin"], env=env,
+                subprocess.run([str(cli), "cat", "--budget", args.budget, "--bs", str(bs["seq"]),
+                                f"s3://{BUCKET}/object.bin"], env=env,
                                stdout=subprocess.DEVNULL, check=True)
                 return {"seconds": time.perf_counter() - start, "bytes": obj.stat().st_size}
             cmd = [sys.executable, __file__, "--child", "--case", case, "--who", who, "--endpoint", endpoint,
-                   "--local", str(local), "--budget", args.budget, "--seconds", str(args.seconds)]
+                   "--local", str(local), "--budget", args.budget, "--seconds", str(args.seconds),
+                   "--bs", str(bs.get(case, 0))]
             done = subprocess.run(cmd, capture_output=True, text=True)
             if done.returncode != 0:
                 sys.exit(f"{case}/{who} failed:\n{done.stderr[-2000:]}")

@@ -550,10 +550,49 @@ fn policy_names() -> Vec<&'static str> {
     ahead::policy::names().collect()
 }
 
+/// The reads of a named reader, lazily: `(offset, length)` pairs in bytes.
+#[pyclass(unsendable, module = "ahead._ahead")]
+struct ReaderReads {
+    reads: Box<dyn Iterator<Item = (u64, u64)>>,
+}
+
+#[pymethods]
+impl ReaderReads {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(mut slf: PyRefMut<'_, Self>) -> Option<(u64, u64)> {
+        slf.reads.next()
+    }
+}
+
+/// The reads of the reader called `name` over `size` bytes: the table every bench reads by
+/// name (`ahead::readers`: `ahead bench`, `ahead bench --remote` and the Python bench).
+#[pyfunction]
+fn reader_reads(name: &str, size: u64) -> PyResult<ReaderReads> {
+    let reads = ahead::readers::reads(name, size).map_err(PyValueError::new_err)?;
+    Ok(ReaderReads {
+        reads: Box::new(reads),
+    })
+}
+
+/// Every named reader: `(name, about)`.
+#[pyfunction]
+fn readers() -> Vec<(&'static str, &'static str)> {
+    ahead::readers::READERS
+        .iter()
+        .map(|r| (r.name, r.about))
+        .collect()
+}
+
 #[pymodule]
 fn _ahead(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyEngine>()?;
     m.add_class::<RawFile>()?;
+    m.add_class::<ReaderReads>()?;
+    m.add_function(wrap_pyfunction!(reader_reads, m)?)?;
+    m.add_function(wrap_pyfunction!(readers, m)?)?;
     m.add_function(wrap_pyfunction!(sim_json, m)?)?;
     m.add_function(wrap_pyfunction!(replay_json, m)?)?;
     m.add_function(wrap_pyfunction!(policy_names, m)?)?;

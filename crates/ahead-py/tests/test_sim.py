@@ -58,3 +58,15 @@ def test_bad_settings_are_value_errors():
             ahead.sim(**kwargs)
     with pytest.raises(OSError):
         ahead.replay("/no/such/trace.csv")
+
+
+def test_named_readers_are_the_benches_reads():
+    """The readers every bench reads by name (ahead::readers), from Python: the same reads."""
+    names = [name for name, _ in ahead.readers()]
+    assert {"seq-4k", "seq-64k", "random-4k", "skip-forward"} <= set(names)
+    reads = list(ahead.reader_reads("seq-64k", 1 << 20))
+    assert reads == [(i * 65536, 65536) for i in range(16)]
+    skips = list(ahead.reader_reads("skip-forward", 128 << 20))
+    assert skips[0] == (0, 1 << 20) and (48 << 20, 1 << 20) not in skips and (64 << 20, 1 << 20) in skips
+    with pytest.raises(ValueError, match="seq-4k"):
+        ahead.reader_reads("seq-3k", 1 << 20)

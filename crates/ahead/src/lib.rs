@@ -150,6 +150,7 @@ mod os;
 pub mod paper;
 pub mod pattern;
 pub mod policy;
+pub mod readers;
 #[cfg(feature = "tools")]
 pub mod report;
 pub mod sim;

@@ -485,3 +485,18 @@ fn every_backend_sends_the_requests_the_simulator_predicts_where_the_file_fits()
         disagree.join("\n")
     );
 }
+
+/// A read larger than a quarter of the cache: both drivers send what the reader waits for in
+/// runs of at most that quarter (`policy::run_cap_pages`, one rule), so a run's first pages
+/// are not dropped for its last, and agree on the requests.
+#[test]
+fn a_read_over_a_quarter_of_the_cache_is_capped_alike() {
+    let path = data_file("agree-16m", 16 << 20);
+    for spec in ["seq:size=16m,bs=512k", "random:size=16m,bs=768k,count=40"] {
+        let pattern = ahead::pattern::Pattern::parse(spec).unwrap();
+        for policy in ["none", "fixed", "linux-ondemand", "adaptive"] {
+            let (e, m) = both_drivers(&path, policy, &pattern, 1 << 20);
+            assert_eq!(e, m, "{spec} in 1 MiB, {policy}");
+        }
+    }
+}

@@ -9,7 +9,7 @@ use super::*;
 /// any other pattern).
 pub(super) fn reads_of(pattern: &str, size: u64) -> registry::Reads {
     match registry::find(pattern).map(|p| &p.runs) {
-        Some(registry::Runs::Reads(pattern)) => registry::reads(pattern(size)),
+        Some(registry::Runs::Reads) => registry::reads(pattern, size),
         _ => Box::new(std::iter::empty()),
     }
 }

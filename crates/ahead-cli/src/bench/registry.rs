@@ -9,8 +9,6 @@
 use super::patterns::{interleave_run, tiobench_run};
 use super::sources::Source;
 use super::{Measured, Touched};
-use ahead::pattern::Pattern;
-use ahead::{Bytes, PAGE_SIZE};
 use std::time::Duration;
 
 /// One reader's reads, (offset, length) in bytes.
@@ -22,16 +20,31 @@ pub(super) type ThreadsRun = fn(&Source, u64, Duration, &mut Touched) -> Result<
 /// One bench pattern.
 pub struct BenchPattern {
     pub name: &'static str,
-    pub about: &'static str,
+    /// What it is ([`FROM_READER`] for a single reader's: the library's reader says).
+    about: &'static str,
     pub(super) runs: Runs,
     pub(super) yardstick: Yardstick,
 }
 
+/// A single reader's `about`: its line in `ahead::readers` says what it reads.
+const FROM_READER: &str = "";
+
+impl BenchPattern {
+    /// What the pattern is, in a few words.
+    pub fn about(&self) -> &'static str {
+        match (&self.runs, ahead::readers::find(self.name)) {
+            (Runs::Reads, Some(reader)) => reader.about,
+            _ => self.about,
+        }
+    }
+}
+
 /// How a pattern runs.
 pub(super) enum Runs {
-    /// One reader's reads of a file of the given bytes, by every contender in turn: the
-    /// simulator's pattern of that size, so `ahead sim --pattern` runs the same reads.
-    Reads(fn(u64) -> Pattern),
+    /// One reader's reads of the file, by every contender in turn: the library's reader of
+    /// the pattern's name (`ahead::readers`, the table every bench reads by name), a
+    /// simulator's pattern of the file's size, so `ahead sim --pattern` runs the same reads.
+    Reads,
     /// The file's first part read once unmeasured, then again measured, by every contender.
     Warm,
     /// Threads over the file, by every contender in turn.
@@ -52,46 +65,39 @@ pub(super) enum Yardstick {
     None,
 }
 
-/// Sequential reads of `bs` bytes from the start.
-const fn seq(size: u64, bs: u64) -> Pattern {
-    Pattern::Sequential {
-        size: Bytes(size),
-        bs: Bytes(bs),
+/// The reads of the single-reader pattern `name` over a file of `size` bytes: (offset,
+/// length), from the library's table of readers (none for a pattern that is not one).
+pub(super) fn reads(name: &str, size: u64) -> Reads {
+    match ahead::readers::reads(name, size) {
+        Ok(reads) => Box::new(reads),
+        Err(_) => Box::new(std::iter::empty()),
     }
-}
-
-/// One reader's reads of `pattern`, (offset, length) in bytes.
-pub(super) fn reads(pattern: Pattern) -> Reads {
-    Box::new(pattern.workload().events.filter_map(|e| match e {
-        ahead::Event::Read { offset, len, .. } => Some((offset.0, len.0)),
-        _ => None,
-    }))
 }
 
 /// Every bench pattern, in suite order.
 pub const BENCH_PATTERNS: &[BenchPattern] = &[
     BenchPattern {
         name: "seq-4k",
-        about: "4 KiB reads in order",
-        runs: Runs::Reads(|size| seq(size, 4 << 10)),
+        about: FROM_READER,
+        runs: Runs::Reads,
         yardstick: Yardstick::Sequential,
     },
     BenchPattern {
         name: "seq-16k",
-        about: "16 KiB reads in order",
-        runs: Runs::Reads(|size| seq(size, 16 << 10)),
+        about: FROM_READER,
+        runs: Runs::Reads,
         yardstick: Yardstick::Sequential,
     },
     BenchPattern {
         name: "seq-128k",
-        about: "128 KiB reads in order",
-        runs: Runs::Reads(|size| seq(size, 128 << 10)),
+        about: FROM_READER,
+        runs: Runs::Reads,
         yardstick: Yardstick::Sequential,
     },
     BenchPattern {
         name: "seq-1m",
-        about: "1 MiB reads in order",
-        runs: Runs::Reads(|size| seq(size, 1 << 20)),
+        about: FROM_READER,
+        runs: Runs::Reads,
         yardstick: Yardstick::Sequential,
     },
     BenchPattern {
@@ -102,49 +108,32 @@ pub const BENCH_PATTERNS: &[BenchPattern] = &[
     },
     BenchPattern {
         name: "reverse-64k",
-        about: "64 KiB reads from the end back",
-        runs: Runs::Reads(|size| Pattern::Reverse {
-            size: Bytes(size),
-            bs: Bytes(64 << 10),
-        }),
+        about: FROM_READER,
+        runs: Runs::Reads,
         yardstick: Yardstick::Sequential,
     },
     BenchPattern {
         name: "stride-16k",
-        about: "16 KiB records, 16 KiB gaps",
-        runs: Runs::Reads(|size| Pattern::Stride {
-            size: Bytes(size),
-            bs: Bytes(16 << 10),
-            stride: Bytes(32 << 10),
-        }),
+        about: FROM_READER,
+        runs: Runs::Reads,
         yardstick: Yardstick::Sequential,
     },
     BenchPattern {
         name: "random-4k",
-        about: "4 KiB reads at random, one at a time, as many as the file has pages",
-        runs: Runs::Reads(|size| Pattern::Random {
-            size: Bytes(size),
-            bs: Bytes(PAGE_SIZE),
-            count: size / PAGE_SIZE,
-            seed: 1,
-        }),
+        about: FROM_READER,
+        runs: Runs::Reads,
         yardstick: Yardstick::Random(&[(4 << 10, 1.0)]),
     },
     BenchPattern {
         name: "random-mix",
-        about: "iozone's mix: half the 16 KiB reads continue, half jump to a random record",
-        runs: Runs::Reads(|size| Pattern::RandomMix {
-            size: Bytes(size),
-            bs: Bytes(16 << 10),
-            count: size / (16 << 10),
-            seed: 1,
-        }),
+        about: FROM_READER,
+        runs: Runs::Reads,
         yardstick: Yardstick::Random(&[(16 << 10, 1.0)]),
     },
     BenchPattern {
         name: "pread-16k",
-        about: "16 KiB preads in order",
-        runs: Runs::Reads(|size| seq(size, 16 << 10)),
+        about: FROM_READER,
+        runs: Runs::Reads,
         yardstick: Yardstick::Sequential,
     },
     BenchPattern {
@@ -240,7 +229,7 @@ pub(super) fn total_runs(
     let mut total = repeat * sweep;
     for p in patterns.iter().filter_map(|p| find(p)) {
         total += match &p.runs {
-            Runs::Reads(_) | Runs::Warm | Runs::Threads(_) => {
+            Runs::Reads | Runs::Warm | Runs::Threads(_) => {
                 repeat * (contenders + (device && !matches!(p.yardstick, Yardstick::None)) as usize)
             }
             Runs::Experiment { per_repeat, once } => *per_repeat * if *once { 1 } else { repeat },
@@ -275,10 +264,11 @@ mod tests {
     fn one_readers_patterns_read_within_the_file() {
         let size = 1 << 20;
         for p in BENCH_PATTERNS {
-            if let Runs::Reads(reads) = p.runs {
-                let v: Vec<(u64, u64)> = super::reads(reads(size)).take(10_000).collect();
+            if let Runs::Reads = p.runs {
+                let v: Vec<(u64, u64)> = reads(p.name, size).take(10_000).collect();
                 assert!(!v.is_empty(), "{}", p.name);
                 assert!(v.iter().all(|&(o, l)| l > 0 && o + l <= size), "{}", p.name);
+                assert!(!p.about().is_empty(), "{} has no reader", p.name);
             }
         }
     }

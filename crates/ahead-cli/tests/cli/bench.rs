@@ -26,6 +26,24 @@ fn bench_bad_input_fails_cleanly() {
         2,
         "unknown contender",
     );
+    // The remote bench reads the library's named readers (the local bench's) and its own
+    // experiments: an unknown name lists both, before any server is reached.
+    let out = ahead(&[
+        "bench",
+        "--remote",
+        "s3://b/k",
+        "--patterns",
+        "backward-64k",
+    ]);
+    assert_clean_failure(&out, 2, "unknown remote pattern");
+    let said = String::from_utf8_lossy(&out.stderr);
+    for name in ahead::readers::READERS
+        .iter()
+        .map(|r| r.name)
+        .chain(["parquet"])
+    {
+        assert!(said.contains(name), "{name} missing from: {said}");
+    }
     assert_clean_failure(&ahead(&["bench", "--dir", d, "--size", "0"]), 2, "--size");
     assert_clean_failure(&ahead(&["bench", "--dir", d, "--size", "1E"]), 2, "--size");
     assert_clean_failure(

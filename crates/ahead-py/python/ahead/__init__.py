@@ -29,7 +29,8 @@ from typing import Any, Dict, Optional, Union
 from . import _ahead
 from ._formats import ParquetReadahead
 
-__all__ = ["Engine", "File", "UnpinnedWarning", "open", "default_engine", "sim", "replay", "policies"]
+__all__ = ["Engine", "File", "UnpinnedWarning", "open", "default_engine", "sim", "replay", "policies", "readers",
+           "reader_reads"]
 
 Size = Union[int, str]
 PathLike = Union[str, "os.PathLike[str]"]
@@ -378,3 +379,15 @@ def replay(path: PathLike, policy: str = "all", device: str = "nvme", cache: Opt
 def policies():
     """The registered policies' names."""
     return list(_ahead.policy_names())
+
+
+def readers():
+    """The named readers every bench reads (``ahead bench``, ``ahead bench --remote``, this
+    package's bench): ``[(name, about), ...]``."""
+    return list(_ahead.readers())
+
+
+def reader_reads(name: str, size: int):
+    """The reads of the reader ``name`` over a file of ``size`` bytes, lazily: ``(offset,
+    length)`` pairs, the same reads the Rust benches make (``ValueError`` for an unknown name)."""
+    return _ahead.reader_reads(name, size)

@@ -578,18 +578,16 @@ impl Cache {
         self.slots
     }
 
-    /// The budget's parts, each defined here once. The most pages one run may take (a file's
-    /// window, a request, what a reader waits for at once): a quarter of the cache, so a
-    /// run's first pages are never dropped to make room for its last, and four streams can
-    /// each hold a whole window.
+    /// The most pages one run may take in this cache: the rule both drivers share
+    /// ([`crate::policy::run_cap_pages`]).
     pub fn run_cap_pages(&self) -> u64 {
-        (self.slots as u64 / 4).max(1)
+        crate::policy::run_cap_pages(self.slots as u64)
     }
 
-    /// The share of the cache every file's readahead divides (the rest holds what readers
-    /// have read and may read again): half.
+    /// The share of this cache every file's readahead divides
+    /// ([`crate::policy::readahead_share_pages`]).
     pub fn readahead_share_pages(&self) -> u64 {
-        (self.slots as u64 / 2).max(1)
+        crate::policy::readahead_share_pages(self.slots as u64)
     }
 
     pub fn arena(&self) -> &Arena {

@@ -57,6 +57,7 @@ pub(crate) mod direct;
 mod meter;
 mod open_many;
 mod options;
+mod ra_context;
 mod reader;
 mod requests;
 mod settings;

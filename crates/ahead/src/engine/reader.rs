@@ -3,6 +3,7 @@
 //! (under the file's lock), then the pages are copied out as they become ready; a page still
 //! absent is read by the reader itself; a read that failed fails the read that meets it.
 
+use super::ra_context::{align_to_blocks, EngineCtx};
 use super::*;
 use crate::units::PageRange;
 use std::task::{Poll, Waker};
@@ -13,24 +14,6 @@ const CONGESTED: usize = 128;
 /// Times a page may come back absent for one read before the engine reads it with a plain
 /// `pread` (a file truncated meanwhile, or a cache too small for the threads reading it).
 const ATTEMPTS: u32 = 3;
-
-/// `io` widened to start and end on multiples of `block_pages` (its marker kept).
-fn align_to_blocks(io: IoRequest, block_pages: u64) -> IoRequest {
-    if block_pages <= 1 {
-        return io;
-    }
-    let start = io.start_page - io.start_page % block_pages;
-    let end = io
-        .start_page
-        .saturating_add(io.pages)
-        .div_ceil(block_pages)
-        .saturating_mul(block_pages);
-    IoRequest {
-        start_page: start,
-        pages: end - start,
-        ..io
-    }
-}
 
 /// How a reader waits for a page in flight: blocking its thread, or parking an async task.
 #[derive(Clone, Copy)]
@@ -123,62 +106,6 @@ pub struct File {
     pub(super) pos: AtomicU64,
     /// Its first bytes asked for ahead of the reader, when it was opened ahead (`open_many`).
     pub(super) opened_ahead: Option<super::open_many::AskedAhead>,
-}
-
-/// The driver's side of [`RaContext`] for one call into a file's policy.
-struct EngineCtx<'a> {
-    engine: &'a EngineParts,
-    file: &'a Arc<FileData>,
-    io_max: u64,
-    block_pages: u64,
-    refaults: u64,
-    ops: Vec<ReadOp>,
-    /// Pages the driver has just copied out: cached, no need to look.
-    known_cached: PageRange,
-}
-
-impl RaContext for EngineCtx<'_> {
-    fn file_pages(&self) -> u64 {
-        self.file.pages()
-    }
-
-    fn is_cached(&self, page: u64) -> bool {
-        self.known_cached.contains(page)
-            || page < self.file.pages() && self.engine.core.cache.is_cached(&self.file.table, page)
-    }
-
-    fn has_marker(&self, page: u64) -> bool {
-        self.engine.core.cache.has_marker(&self.file.table, page)
-    }
-
-    fn clear_marker(&mut self, page: u64) {
-        self.engine
-            .core
-            .cache
-            .set_marker(&self.file.table, page, false);
-    }
-
-    fn start_io(&mut self, io: IoRequest) -> u64 {
-        self.engine.start_io(
-            self.file,
-            self.io_max,
-            align_to_blocks(io, self.block_pages),
-            &mut self.refaults,
-            &mut self.ops,
-        )
-    }
-
-    fn next_miss(&self, index: u64, max_scan: u64) -> u64 {
-        let end = index.saturating_add(max_scan);
-        self.engine
-            .core
-            .cache
-            .next_miss(&self.file.table, index, end.min(self.file.pages()))
-    }
-
-    fn readahead_budget(&self) -> u64 {
-        self.engine.budget_pages.load(Ordering::Relaxed)
-    }
 }
 
 impl File {

@@ -254,6 +254,19 @@ pub struct BudgetShares {
     open_pages: Vec<u64>,
 }
 
+/// The most pages one run may take in a cache of `cache_pages`, in both drivers: a file's
+/// window, a request, what a reader waits for at once. A quarter, so a run's first pages are
+/// never dropped to make room for its last, and four streams can each hold a whole window.
+pub fn run_cap_pages(cache_pages: u64) -> u64 {
+    (cache_pages / 4).max(1)
+}
+
+/// The share of a cache of `cache_pages` that every file's readahead divides (the rest holds
+/// what readers have read and may read again): half.
+pub fn readahead_share_pages(cache_pages: u64) -> u64 {
+    (cache_pages / 2).max(1)
+}
+
 impl BudgetShares {
     /// A handle of a file of `pages` pages was opened.
     pub fn open(&mut self, pages: u64) {
@@ -275,7 +288,8 @@ impl BudgetShares {
 
     /// Each open file's readahead budget in a cache of `cache_pages` (at least a page).
     pub fn budget(&self, cache_pages: u64) -> u64 {
-        let mut left = cache_pages / 2;
+        let share = readahead_share_pages(cache_pages);
+        let mut left = share;
         let mut files = self.open_pages.len() as u64;
         for &pages in &self.open_pages {
             if pages.saturating_mul(files) > left {
@@ -284,7 +298,7 @@ impl BudgetShares {
             left -= pages;
             files -= 1;
         }
-        (cache_pages / 2).max(1)
+        share
     }
 }
 

@@ -150,6 +150,14 @@ impl RaContext for Ctx<'_> {
         let file_pages = self.file_pages();
         let start = io.start_page;
         let end = start.saturating_add(io.pages).min(file_pages);
+        // What a reader waits for at once is capped as the engine caps it (a run's first
+        // pages are not dropped for its last): one rule, `policy::run_cap_pages`.
+        let end = match io.kind {
+            IoKind::Sync => end.min(
+                start.saturating_add(crate::policy::run_cap_pages(self.cache.capacity() as u64)),
+            ),
+            IoKind::Ahead => end,
+        };
         if end <= start {
             return 0;
         }

@@ -43,23 +43,26 @@ use measure::{peak_rss, read_full, reset_peak_rss, Nanos, PageSet};
 use report::table;
 use tools::{Fsspec, Toxiproxy};
 
-/// The patterns, in the order they run.
-pub const PATTERNS: &[(&str, &str)] = &[
-    ("seq-4k", "the object from its start in 4 KiB reads"),
-    ("seq-1m", "the object from its start in 1 MiB reads"),
-    ("backward-64k", "from its end to its start, 64 KiB reads"),
-    ("stride-64k", "64 KiB of every 256 KiB"),
-    (
-        "random-4k",
-        "300 reads of 4 KiB at random places, one at a time",
-    ),
+/// The patterns run when none are named, in order: the library's named readers
+/// (`ahead::readers`, the same reads the local bench and the Python bench make) and this
+/// bench's own experiments ([`EXPERIMENTS`]). `--patterns` takes any reader's name.
+const DEFAULT_PATTERNS: &[&str] = &[
+    "seq-4k",
+    "seq-1m",
+    "reverse-64k",
+    "stride-64k",
+    "random-4k",
+    "parquet",
+    "skip-forward",
+    "objects-in-turn",
+    "objects-64-at-once",
+];
+
+/// What only a remote bench runs: not one sequence of reads over the object.
+pub const EXPERIMENTS: &[(&str, &str)] = &[
     (
         "parquet",
         "a footer, then four column chunks of 4 MiB in 1 MiB reads",
-    ),
-    (
-        "skip-forward",
-        "1 MiB reads: 48 MiB read, 16 MiB skipped, again",
     ),
     (
         "objects-in-turn",
@@ -118,8 +121,15 @@ pub(crate) fn cmd(url: &str, a: &BenchArgs) -> Result<String, Failure> {
         }
         None => 256 << 20,
     };
-    let pattern_names: Vec<&str> = PATTERNS.iter().map(|(n, _)| *n).collect();
-    let mut patterns = pick(a.patterns.as_deref(), &pattern_names, "pattern")?;
+    let pattern_names: Vec<&str> = ahead::readers::READERS
+        .iter()
+        .map(|r| r.name)
+        .chain(EXPERIMENTS.iter().map(|(n, _)| *n))
+        .collect();
+    let mut patterns = match a.patterns {
+        Some(_) => pick(a.patterns.as_deref(), &pattern_names, "pattern")?,
+        None => DEFAULT_PATTERNS.to_vec(),
+    };
     let objects: Vec<String> = match &a.objects {
         Some(template) if template.contains("{}") => (0..OBJECTS)
             .map(|i| template.replace("{}", &format!("{i:03}")))
@@ -327,43 +337,23 @@ pub struct RemoteRun {
     pub sweep: Vec<RemoteRun>,
 }
 
-/// The reads of `pattern` over an object of `size` bytes: (offset, length).
+/// The reads of `pattern` over an object of `size` bytes: (offset, length): a named reader's
+/// (`ahead::readers`), or the Parquet projection's.
 fn reads_of(pattern: &str, size: u64) -> Vec<(u64, u64)> {
-    let seq = |bs: u64| {
-        (0..size.div_ceil(bs))
-            .map(|i| (i * bs, bs))
-            .collect::<Vec<_>>()
-    };
-    match pattern {
-        "seq-4k" => seq(4 << 10),
-        "seq-1m" => seq(1 << 20),
-        "backward-64k" => seq(64 << 10).into_iter().rev().collect(),
-        "stride-64k" => (0..size / (256 << 10))
-            .map(|i| (i * (256 << 10), 64 << 10))
-            .collect(),
-        "random-4k" => {
-            let mut rng = ahead::pattern::SplitMix64(42);
-            (0..300)
-                .map(|_| ((rng.next_u64() % size.max(1)) & !4095, 4096))
-                .collect()
+    if pattern == "parquet" {
+        let mut v = vec![
+            (size.saturating_sub(8), 8),
+            (size.saturating_sub(64 << 10), 64 << 10),
+        ];
+        for k in 0..4 {
+            let start = size / 5 * k;
+            v.extend((0..4).map(|i| (start + i * (1 << 20), 1 << 20)));
         }
-        "parquet" => {
-            let mut v = vec![
-                (size.saturating_sub(8), 8),
-                (size.saturating_sub(64 << 10), 64 << 10),
-            ];
-            for k in 0..4 {
-                let start = size / 5 * k;
-                v.extend((0..4).map(|i| (start + i * (1 << 20), 1 << 20)));
-            }
-            v
-        }
-        "skip-forward" => seq(1 << 20)
-            .into_iter()
-            .filter(|(off, _)| off % (64 << 20) < (48 << 20))
-            .collect(),
-        _ => unreachable!("checked against PATTERNS"),
+        return v;
     }
+    ahead::readers::reads(pattern, size)
+        .map(Iterator::collect)
+        .unwrap_or_default()
 }
 
 /// Where the contenders read: the object's URL as opened, and the endpoint to reach it by
