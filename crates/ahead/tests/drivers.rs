@@ -500,3 +500,38 @@ fn a_read_over_a_quarter_of_the_cache_is_capped_alike() {
         }
     }
 }
+
+/// Reads past the end of a file that does not end on a page: both drivers clip a read at the
+/// file's last byte (`policy::bytes_within`, one rule), so a read past it inside the last page
+/// is shown to neither policy (the simulator once clipped at the page and showed it).
+#[test]
+fn reads_past_the_last_byte_are_clipped_alike() {
+    let size = (1u64 << 20) + 100;
+    let path = data_file("odd-size", size);
+    let workload = || {
+        use ahead::{Bytes, Event};
+        let mut events = vec![Event::Open { handle: 0, file: 0 }];
+        let read = |offset: u64, len: u64| Event::Read {
+            handle: 0,
+            offset: Bytes(offset),
+            len: Bytes(len),
+        };
+        for k in 0..8u64 {
+            // Past the last byte, inside the last page; then a step on through the file.
+            events.push(read(size + 10, 4096));
+            events.extend((0..4).map(|i| read(k * (128 << 10) + i * 4096, 4096)));
+        }
+        events.push(Event::Close { handle: 0 });
+        ahead::Workload::from_events(
+            vec![ahead::FileSpec {
+                name: "odd".into(),
+                size: Bytes(size),
+            }],
+            events,
+        )
+    };
+    for policy in ahead::policy::POLICIES.iter().filter(|p| p.make.is_some()) {
+        let (e, m) = both_drivers_on(BackendChoice::SYNC, &path, policy.name, &workload, 8 << 20);
+        assert_eq!(e, m, "{}", policy.name);
+    }
+}

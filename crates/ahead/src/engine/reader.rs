@@ -323,11 +323,13 @@ impl File {
         }
         let called = Instant::now();
         let size = self.current_size()?;
-        if offset >= size {
+        // The read within the file, as the simulator clips it (`policy::bytes_within`).
+        let within = crate::policy::bytes_within(offset, buf.len() as u64, size);
+        if within == 0 {
             return Ok(None);
         }
         self.engine.touch(&self.activity);
-        let mut cur = ReadCursor::new(offset, (buf.len() as u64).min(size - offset), called);
+        let mut cur = ReadCursor::new(offset, within, called);
         let eof = self.copy_ready(&mut cur, buf);
         let known = PageRange::new(cur.first, cur.page);
         // The policy sees the part of the read within the file as its pages were opened: a

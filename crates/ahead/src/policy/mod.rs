@@ -254,6 +254,12 @@ pub struct BudgetShares {
     open_pages: Vec<u64>,
 }
 
+/// The bytes of a read of `len` at `offset` that lie within a file of `file_bytes`, in both
+/// drivers: what the policy is shown (0: nothing, the read is at or past the end).
+pub fn bytes_within(offset: u64, len: u64, file_bytes: u64) -> u64 {
+    file_bytes.saturating_sub(offset).min(len)
+}
+
 /// The most pages one run may take in a cache of `cache_pages`, in both drivers: a file's
 /// window, a request, what a reader waits for at once. A quarter, so a run's first pages are
 /// never dropped to make room for its last, and four streams can each hold a whole window.

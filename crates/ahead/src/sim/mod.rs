@@ -82,6 +82,8 @@ impl Default for SimConfig {
 
 struct FileState {
     name: String,
+    /// Its size, in bytes (reads are clipped to it) and in pages.
+    bytes: u64,
     pages: u64,
     counters: Counters,
 }
@@ -265,6 +267,7 @@ impl Simulator {
         let id = self.cache.add_file();
         self.files.push(FileState {
             name: name.to_string(),
+            bytes: size.0,
             pages: size.pages_ceil(),
             counters: Counters::default(),
         });
@@ -365,13 +368,12 @@ impl Simulator {
     /// A handle not open.
     pub fn read(&mut self, handle: u32, offset: Bytes, len: Bytes) -> Result<(), String> {
         let file = self.open_state(handle)?.file;
-        let file_pages = self.files[file as usize].pages;
-        let file_bytes = Bytes::of_pages(file_pages);
-        // Clip at EOF (page granularity: the model knows sizes in pages).
-        let end = offset.0.saturating_add(len.0).min(file_bytes.0);
-        if end <= offset.0 {
+        // Clip at EOF, in bytes, as the engine does (one rule: `policy::bytes_within`).
+        let within = policy::bytes_within(offset.0, len.0, self.files[file as usize].bytes);
+        if within == 0 {
             return Ok(());
         }
+        let end = offset.0 + within;
         let read = AppRead {
             offset,
             len: Bytes(end - offset.0),

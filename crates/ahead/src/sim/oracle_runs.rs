@@ -311,12 +311,14 @@ impl Simulator {
                     len,
                 } => {
                     if let Some(&Some(id)) = handles.get(handle as usize) {
-                        let pages = self.files[id as usize].pages;
-                        let end = offset.0.saturating_add(len.0).min(Bytes::of_pages(pages).0);
-                        if end > offset.0 {
+                        // Clipped as the run will clip it (`policy::bytes_within`), so the
+                        // oracle's reads are the run's, one for one.
+                        let file_bytes = self.files[id as usize].bytes;
+                        let within = policy::bytes_within(offset.0, len.0, file_bytes);
+                        if within > 0 {
                             let read = AppRead {
                                 offset,
-                                len: Bytes(end - offset.0),
+                                len: Bytes(within),
                             };
                             needs.push(Need {
                                 file: id,
