@@ -689,3 +689,33 @@ fn local_names_are_stated_and_listed_as_objects_are() {
         std::io::ErrorKind::NotFound
     );
 }
+
+/// A name with a scheme no kind of source reads is refused by name, listing the kinds (and
+/// never showing a password in it), not looked for as a relative path; a local name with a
+/// colon in it is still a local path.
+#[test]
+fn an_unknown_scheme_is_refused_by_name() {
+    let engine = engine(BackendChoice::THREADS, "adaptive", 8 << 20);
+    for name in ["ftp://user:hunter2@host/f", "gs://bucket/key", "file+x://a"] {
+        let err = engine.open(name).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::Unsupported, "{name}: {err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("no kind of source reads this") && text.contains("local"),
+            "{text}"
+        );
+        assert!(!text.contains("hunter2"), "{text}");
+        assert_eq!(
+            engine.stat(name).unwrap_err().kind(),
+            std::io::ErrorKind::Unsupported
+        );
+    }
+    let local = dir().join("a:b");
+    std::fs::write(&local, b"colon").unwrap();
+    let mut buf = [0u8; 8];
+    assert_eq!(
+        engine.open(&local).unwrap().read_at(&mut buf, 0).unwrap(),
+        5
+    );
+    assert!(engine.open("3d://not-a-scheme").unwrap_err().kind() == std::io::ErrorKind::NotFound);
+}

@@ -21,7 +21,9 @@ use super::{Event, Identity, Limits, ObjectKey, OpenSettings, Opened, Source};
 pub(crate) const REGISTERED: super::Registered = super::Registered {
     name: "local",
     about: "a file of a local filesystem",
-    claims: |_| true,
+    // Every name but a URL (`scheme://...`): an unknown scheme is refused by name, not looked
+    // for as a relative path.
+    claims: |name| !name.to_str().is_some_and(super::url::has_scheme),
     open,
     // A local file's version is checked at every open anyway: nothing to save.
     open_entry: |entry, settings| open(Path::new(&entry.name), settings),

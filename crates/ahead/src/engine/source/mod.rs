@@ -186,7 +186,7 @@ pub(crate) fn kind_of(name: &Path) -> io::Result<&'static Registered> {
             io::ErrorKind::Unsupported,
             format!(
                 "{}: no kind of source reads this; known: {}",
-                name.display(),
+                url::redact(&name.to_string_lossy()),
                 SOURCES
                     .iter()
                     .map(|s| format!("{} ({})", s.name, s.about))

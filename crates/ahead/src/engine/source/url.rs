@@ -41,6 +41,17 @@ impl Scheme {
     }
 }
 
+/// Whether `text` starts with a URL scheme (`letter [letter digit + - .]* ://`): a name for a
+/// kind of source that takes URLs, never a local path (the local source claims the rest).
+pub(crate) fn has_scheme(text: &str) -> bool {
+    let Some((scheme, _)) = text.split_once("://") else {
+        return false;
+    };
+    let mut chars = scheme.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+}
+
 /// An object URL, taken apart.
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct ObjectUrl {
