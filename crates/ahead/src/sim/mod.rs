@@ -429,8 +429,10 @@ impl Simulator {
                     Some(t) => t,
                     None => {
                         // Absent: read this page and the absent ones after it in one request, no
-                        // more than the cache holds (so this page survives its own request).
-                        let run_limit = last.min(p + ctx.cache.capacity() as u64);
+                        // more than a run may take (`policy::run_cap_pages`, as the engine's
+                        // reader: this page survives its own request).
+                        let run_limit =
+                            last.min(p + policy::run_cap_pages(ctx.cache.capacity() as u64));
                         let mut run_end = p + 1;
                         while run_end < run_limit && !ctx.cache.contains(file, run_end) {
                             run_end += 1;
