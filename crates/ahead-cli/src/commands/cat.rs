@@ -11,9 +11,6 @@ pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
     if bs == 0 || bs > 1 << 30 {
         return Err(usage("--bs must be between 1 byte and 1g"));
     }
-    if a.policy == ORACLE {
-        return Err(usage("the oracle needs the whole trace in advance: it runs only in sim and replay; pick another --policy"));
-    }
     // Every flag is a setting by name (the library's one table), as `-o KEY=VALUE` is: a size
     // or a name means here what it means to the builder, to Python and to a mount.
     let mut settings: Vec<(&str, String, String)> = vec![

@@ -332,7 +332,10 @@ impl EngineBuilder {
     /// where the cache cannot be mapped or no backend can start (io_uring missing is not an
     /// error: the engine falls back and says so in [`Stats::fallbacks`]).
     pub fn build(self) -> io::Result<Engine> {
-        policy::maker(&self.policy).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        // The policy's name is looked up here, once (`set("policy", ..)` looked it up too, to
+        // refuse a bad name where it was given); every open uses what this found.
+        let make_policy = policy::maker(&self.policy)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         if let Some(signal) = self.lease_signal {
             crate::os::want_lease_signal(signal)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -442,7 +445,7 @@ impl EngineBuilder {
             )?),
             None => backend,
         };
-        self.finish(core, backend, fallbacks)
+        self.finish(core, backend, fallbacks, make_policy)
     }
 
     /// The engine, once its cache and backend are made.
@@ -451,6 +454,7 @@ impl EngineBuilder {
         core: Arc<CacheAndMeter>,
         backend: Box<dyn Backend>,
         fallbacks: Vec<Fallback>,
+        make_policy: policy::MakePolicy,
     ) -> io::Result<Engine> {
         let log = self
             .record_requests
@@ -461,6 +465,7 @@ impl EngineBuilder {
                 core,
                 backend,
                 config: self,
+                make_policy,
                 files: Mutex::new(OpenFiles::default()),
                 shares: Mutex::new(Default::default()),
                 budget_pages: AtomicU64::new(half_cache),

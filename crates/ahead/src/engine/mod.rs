@@ -211,6 +211,8 @@ struct EngineParts {
     core: Arc<CacheAndMeter>,
     backend: Box<dyn Backend>,
     config: EngineBuilder,
+    /// How to make the engine's policy (`config.policy`), looked up once, at build.
+    make_policy: policy::MakePolicy,
     files: Mutex<OpenFiles>,
     /// The active handles (see `activity`), which share the readahead budget, and each
     /// one's budget in pages (kept here so a read need not take the lock).
@@ -421,7 +423,7 @@ impl Engine {
             Ok(Box::new(make))
         };
         match choice {
-            PolicyChoice::Engine => named(&self.inner.config.policy),
+            PolicyChoice::Engine => Ok(Box::new(self.inner.make_policy)),
             PolicyChoice::Named(name) => named(&name),
             PolicyChoice::Value(policy) => Ok(Box::new(move |_| policy)),
             PolicyChoice::Maker(make) => Ok(make),
