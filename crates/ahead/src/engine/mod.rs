@@ -286,7 +286,7 @@ impl Engine {
     /// # Errors
     /// The system's, naming the path: `NotFound`, `PermissionDenied`, `IsADirectory`;
     /// `Unsupported` for a file with no size to read ahead in (a FIFO, a device, a procfs
-    /// file); for a URL, the store's (see `Engine::stat_object`).
+    /// file); for a URL, the store's (see `Engine::stat`).
     pub fn open(&self, path: impl AsRef<Path>) -> io::Result<File> {
         self.open_with_options(path, OpenOptions::new())
     }
