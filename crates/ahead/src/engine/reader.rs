@@ -2,6 +2,7 @@
 //! number of threads or through `Read` and `Seek`. Each read is shown to the file's policy
 //! (under the file's lock), then the pages are copied out as they become ready; a page still
 //! absent is read by the reader itself; a read that failed fails the read that meets it.
+//! The order, and the rules it shares with the simulator's loop, are `policy::driving`'s.
 
 use super::ra_context::{align_to_blocks, EngineCtx};
 use super::*;

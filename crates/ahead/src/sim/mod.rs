@@ -362,7 +362,8 @@ impl Simulator {
         Ok(())
     }
 
-    /// The application reads `len` bytes at `offset` through `handle`.
+    /// The application reads `len` bytes at `offset` through `handle`, in the order and by the
+    /// rules `policy::driving` gives both drivers.
     ///
     /// # Errors
     /// A handle not open.
