@@ -101,7 +101,7 @@ fn bad_settings_are_one_clear_error_naming_the_key() {
     assert!(err("backend=floppy").contains("unknown engine"));
     assert!(err("direct=maybe").starts_with("direct: "));
     assert!(err("threads=0").starts_with("threads: "));
-    assert!(err("budget").contains("key=value"));
+    assert!(err("budget").contains("KEY=VALUE"));
     // A remote store's setting is passed on, to be checked when an object is opened; its value
     // is never shown.
     let b = Engine::builder()

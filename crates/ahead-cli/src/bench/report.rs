@@ -178,7 +178,6 @@ pub fn verdict(o: &Outcome) -> String {
             .map(|r| r.contender.as_str())
             .filter(|c| c.starts_with("ahead:"))
             .collect();
-        v.dedup();
         v.sort_unstable();
         v.dedup();
         v

@@ -44,12 +44,9 @@ pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
             ))
         })?;
     }
-    for kv in &a.option {
-        let (key, value) = kv
-            .split_once('=')
-            .ok_or_else(|| usage(format!("-o {kv}: a setting is written KEY=VALUE")))?;
+    for pair in &a.option {
         builder = builder
-            .set(key.trim(), value)
+            .set_pair(pair)
             .map_err(|e| usage(format!("-o: {e}")))?;
     }
     if crate::stdout_was_closed() {

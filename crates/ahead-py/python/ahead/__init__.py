@@ -139,12 +139,11 @@ class _Indexes:
 
 
 def _setting_text(key: str, value: Any) -> str:
-    """An engine setting as the library's table takes it: text."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, str)):
-        return str(value)
-    raise TypeError(f"{key} must be a number of bytes, a size such as '256m', a name or a bool")
+    """An engine setting as the library's table takes it: text (a store's option is
+    written alike, without the type check)."""
+    if not isinstance(value, (bool, int, str)):
+        raise TypeError(f"{key} must be a number of bytes, a size such as '256m', a name or a bool")
+    return _option_text(value)
 
 
 def _option_text(value: Any) -> str:

@@ -142,8 +142,20 @@ impl EngineBuilder {
         }
     }
 
+    /// Apply one setting written `key=value` (`ahead cat -o`), as [`set`](Self::set) takes
+    /// it.
+    ///
+    /// # Errors
+    /// As [`set`](Self::set), or a setting written without `=`.
+    pub fn set_pair(self, pair: &str) -> Result<Self, String> {
+        match pair.split_once('=') {
+            Some((k, v)) => self.set(k.trim(), v),
+            None => Err(format!("'{pair}': a setting is written KEY=VALUE")),
+        }
+    }
+
     /// Apply settings written `key=value,key=value` (a mount's `-o`, an environment
-    /// variable): each as [`set`](Self::set) takes it, in order.
+    /// variable): each as [`set_pair`](Self::set_pair) takes it, in order.
     ///
     /// # Errors
     /// The first setting refused, or one written without `=`.
@@ -151,9 +163,6 @@ impl EngineBuilder {
         text.split(',')
             .map(str::trim)
             .filter(|kv| !kv.is_empty())
-            .try_fold(self, |b, kv| match kv.split_once('=') {
-                Some((k, v)) => b.set(k.trim(), v),
-                None => Err(format!("'{kv}': a setting is written key=value")),
-            })
+            .try_fold(self, Self::set_pair)
     }
 }

@@ -35,7 +35,7 @@ pub(super) fn stat(name: &Path, settings: &OpenSettings) -> io::Result<Entry> {
     if !text.ends_with('/') && !location.as_ref().is_empty() {
         match runtime.block_on(store.head(&location)) {
             Ok(meta) => return Ok(object(text.to_string(), &meta)),
-            Err(object_store::Error::NotFound { .. }) if text.starts_with("s3://") => {}
+            Err(object_store::Error::NotFound { .. }) if url.scheme == url::Scheme::S3 => {}
             Err(e) => return Err(store_error(name, "cannot stat it", e)),
         }
     }

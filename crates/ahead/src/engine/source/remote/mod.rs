@@ -95,16 +95,9 @@ fn open(name: &Path, settings: &OpenSettings) -> io::Result<Opened> {
 }
 
 /// Open the object `info` describes (a stat or a listing the caller has just made) without
-/// a HEAD of its own (see [`opened`]).
+/// a HEAD of its own (see [`opened`]); `Engine::open_entry` has refused a prefix already.
 pub(crate) fn open_known(info: &Entry, settings: &OpenSettings) -> io::Result<Opened> {
-    let name = Path::new(&info.name);
-    if info.is_dir {
-        return Err(io::Error::new(
-            io::ErrorKind::IsADirectory,
-            format!("{}: a prefix, not an object", name.display()),
-        ));
-    }
-    let url = parsed(name, false)?;
+    let url = parsed(Path::new(&info.name), false)?;
     let (store, location) = store_and_location(&url, settings.remote_options)?;
     Ok(opened(info, store, location))
 }
