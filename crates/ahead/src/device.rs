@@ -211,9 +211,10 @@ impl Device {
         done
     }
 
-    /// Whether every queue slot is busy at `now_ns`.
-    pub(crate) fn congested(&self, now_ns: u64) -> bool {
-        self.slot_free_ns.iter().all(|&t| t > now_ns)
+    /// Queue slots busy at `now_ns`, and the queue's depth.
+    pub(crate) fn busy_slots(&self, now_ns: u64) -> (u64, u64) {
+        let busy = self.slot_free_ns.iter().filter(|&&t| t > now_ns).count();
+        (busy as u64, self.slot_free_ns.len() as u64)
     }
 
     pub(crate) fn model(&self) -> &DeviceModel {

@@ -20,22 +20,28 @@ pub(super) type ThreadsRun = fn(&Source, u64, Duration, &mut Touched) -> Result<
 /// One bench pattern.
 pub struct BenchPattern {
     pub name: &'static str,
-    /// What it is ([`FROM_READER`] for a single reader's: the library's reader says).
-    about: &'static str,
+    /// What it is; `None` for a single reader's, which its line in `ahead::readers` says.
+    about: Option<&'static str>,
     pub(super) runs: Runs,
     pub(super) yardstick: Yardstick,
 }
 
-/// A single reader's `about`: its line in `ahead::readers` says what it reads.
-const FROM_READER: &str = "";
-
 impl BenchPattern {
+    /// The single reader `name` of the library's table (`ahead::readers`), held to `yardstick`.
+    const fn reader(name: &'static str, yardstick: Yardstick) -> BenchPattern {
+        BenchPattern {
+            name,
+            about: None,
+            runs: Runs::Reads,
+            yardstick,
+        }
+    }
+
     /// What the pattern is, in a few words.
     pub fn about(&self) -> &'static str {
-        match (&self.runs, ahead::readers::find(self.name)) {
-            (Runs::Reads, Some(reader)) => reader.about,
-            _ => self.about,
-        }
+        self.about
+            .or_else(|| ahead::readers::find(self.name).map(|r| r.about))
+            .unwrap_or("")
     }
 }
 
@@ -76,81 +82,38 @@ pub(super) fn reads(name: &str, size: u64) -> Reads {
 
 /// Every bench pattern, in suite order.
 pub const BENCH_PATTERNS: &[BenchPattern] = &[
-    BenchPattern {
-        name: "seq-4k",
-        about: FROM_READER,
-        runs: Runs::Reads,
-        yardstick: Yardstick::Sequential,
-    },
-    BenchPattern {
-        name: "seq-16k",
-        about: FROM_READER,
-        runs: Runs::Reads,
-        yardstick: Yardstick::Sequential,
-    },
-    BenchPattern {
-        name: "seq-128k",
-        about: FROM_READER,
-        runs: Runs::Reads,
-        yardstick: Yardstick::Sequential,
-    },
-    BenchPattern {
-        name: "seq-1m",
-        about: FROM_READER,
-        runs: Runs::Reads,
-        yardstick: Yardstick::Sequential,
-    },
+    BenchPattern::reader("seq-4k", Yardstick::Sequential),
+    BenchPattern::reader("seq-16k", Yardstick::Sequential),
+    BenchPattern::reader("seq-128k", Yardstick::Sequential),
+    BenchPattern::reader("seq-1m", Yardstick::Sequential),
     BenchPattern {
         name: "reread-4k",
-        about: "4 KiB reads in order of a part already read (warm)",
+        about: Some("4 KiB reads in order of a part already read (warm)"),
         runs: Runs::Warm,
         yardstick: Yardstick::None,
     },
-    BenchPattern {
-        name: "reverse-64k",
-        about: FROM_READER,
-        runs: Runs::Reads,
-        yardstick: Yardstick::Sequential,
-    },
-    BenchPattern {
-        name: "stride-16k",
-        about: FROM_READER,
-        runs: Runs::Reads,
-        yardstick: Yardstick::Sequential,
-    },
-    BenchPattern {
-        name: "random-4k",
-        about: FROM_READER,
-        runs: Runs::Reads,
-        yardstick: Yardstick::Random(&[(4 << 10, 1.0)]),
-    },
-    BenchPattern {
-        name: "random-mix",
-        about: FROM_READER,
-        runs: Runs::Reads,
-        yardstick: Yardstick::Random(&[(16 << 10, 1.0)]),
-    },
-    BenchPattern {
-        name: "pread-16k",
-        about: FROM_READER,
-        runs: Runs::Reads,
-        yardstick: Yardstick::Sequential,
-    },
+    BenchPattern::reader("reverse-64k", Yardstick::Sequential),
+    BenchPattern::reader("stride-16k", Yardstick::Sequential),
+    BenchPattern::reader("random-4k", Yardstick::Random(&[(4 << 10, 1.0)])),
+    BenchPattern::reader("random-mix", Yardstick::Random(&[(16 << 10, 1.0)])),
+    BenchPattern::reader("pread-16k", Yardstick::Sequential),
     BenchPattern {
         name: "interleave-16",
-        about: "16 threads, each taking the next 64 KiB in turn in 4 KiB reads (nfsd's order)",
+        about: Some(
+            "16 threads, each taking the next 64 KiB in turn in 4 KiB reads (nfsd's order)",
+        ),
         runs: Runs::Threads(interleave_run),
         yardstick: Yardstick::Sequential,
     },
     BenchPattern {
         name: "tiobench",
-        about: "random 16 KiB and 512 KiB reads by 1, 4, 16 and 64 threads",
+        about: Some("random 16 KiB and 512 KiB reads by 1, 4, 16 and 64 threads"),
         runs: Runs::Threads(tiobench_run),
         yardstick: Yardstick::Random(&[(16 << 10, 0.5), (512 << 10, 0.5)]),
     },
     BenchPattern {
         name: "random-4k-qd32",
-        about: "4 KiB at random, 32 in flight: plain preads, a thread pool, io_uring",
+        about: Some("4 KiB at random, 32 in flight: plain preads, a thread pool, io_uring"),
         runs: Runs::Experiment {
             per_repeat: super::QD32_METHODS.len(),
             once: false,
@@ -159,7 +122,9 @@ pub const BENCH_PATTERNS: &[BenchPattern] = &[
     },
     BenchPattern {
         name: "random-4k-buffered",
-        about: "seed 004: buffered 4 KiB at random, QD32: preadv, io_uring workers, native async",
+        about: Some(
+            "seed 004: buffered 4 KiB at random, QD32: preadv, io_uring workers, native async",
+        ),
         runs: Runs::Experiment {
             per_repeat: super::raw::BUFFERED_METHODS.len(),
             once: false,
@@ -168,7 +133,7 @@ pub const BENCH_PATTERNS: &[BenchPattern] = &[
     },
     BenchPattern {
         name: "nfiles",
-        about: "one reader over N files at once, N = 10, 100, 1000",
+        about: Some("one reader over N files at once, N = 10, 100, 1000"),
         runs: Runs::Experiment {
             per_repeat: 3 * 2,
             once: false,
@@ -177,7 +142,7 @@ pub const BENCH_PATTERNS: &[BenchPattern] = &[
     },
     BenchPattern {
         name: "overlap",
-        about: "128 KiB reads with compute a quarter and four times the device's speed",
+        about: Some("128 KiB reads with compute a quarter and four times the device's speed"),
         runs: Runs::Experiment {
             per_repeat: 2 * 2,
             once: false,
@@ -186,7 +151,7 @@ pub const BENCH_PATTERNS: &[BenchPattern] = &[
     },
     BenchPattern {
         name: "paper",
-        about: "the 2004 paper's Figures 4-10 on the real file, engine against simulator",
+        about: Some("the 2004 paper's Figures 4-10 on the real file, engine against simulator"),
         runs: Runs::Experiment {
             per_repeat: 7 * 4,
             once: true,

@@ -37,12 +37,7 @@ pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
     // cat reads each file once: a large one goes through a ring, not into the budget.
     let mut builder = Engine::builder().drop_behind(true);
     for (key, value, flag) in settings {
-        builder = builder.set(key, &value).map_err(|e| {
-            usage(format!(
-                "{flag}: {}",
-                e.strip_prefix(&format!("{key}: ")).unwrap_or(&e)
-            ))
-        })?;
+        builder = builder.set_as(key, &value, &flag).map_err(usage)?;
     }
     for pair in &a.option {
         builder = builder

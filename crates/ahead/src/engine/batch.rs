@@ -313,13 +313,9 @@ impl File {
                 continue;
             }
             let buf = &mut b.out[i];
-            let cur = b.cursor.get_or_insert_with(|| {
-                let mut cur = ReadCursor::new(off, len as u64, Instant::now());
-                if self.copy_ready(&mut cur, buf) {
-                    cur.page = cur.end;
-                }
-                cur
-            });
+            let cur = b
+                .cursor
+                .get_or_insert_with(|| self.begin_unseen(buf, off, len));
             let r = std::task::ready!(self.copy_rest(cur, buf, wait));
             b.cursor = None;
             match r {
@@ -537,10 +533,7 @@ impl<'a, I: Iterator<Item = Range>> ReadStream<'a, I> {
             };
             self.ahead_pages -= pages;
             let mut buf = vec![0u8; len];
-            let mut cur = ReadCursor::new(off, len as u64, Instant::now());
-            if len == 0 || self.file.copy_ready(&mut cur, &mut buf) {
-                cur.page = cur.end;
-            }
+            let cur = self.file.begin_unseen(&mut buf, off, len);
             self.current = Some((cur, buf));
         }
         let Some((cur, buf)) = self.current.as_mut() else {

@@ -503,7 +503,7 @@ impl Engine {
             state: Mutex::new(PolicyState {
                 policy,
                 device_version: version,
-                congested: false,
+                congestion: crate::policy::Congestion::default(),
             }),
             pos: AtomicU64::new(0),
             opened_ahead: None,

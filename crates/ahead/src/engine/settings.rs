@@ -130,11 +130,20 @@ impl EngineBuilder {
     /// # Errors
     /// An unknown key (the message lists the known ones) or a value it does not take.
     pub fn set(self, key: &str, value: &str) -> Result<Self, String> {
+        self.set_as(key, value, key)
+    }
+
+    /// [`set`](Self::set), with a refused value named as the user gave it (`label`: a CLI flag
+    /// such as `--ra-max` for `window_max`).
+    ///
+    /// # Errors
+    /// As [`set`](Self::set).
+    pub fn set_as(self, key: &str, value: &str, label: &str) -> Result<Self, String> {
         if let Some(remote) = key.strip_prefix(REMOTE_PREFIX) {
             return Ok(self.remote_option(remote, value));
         }
         match SETTINGS.iter().find(|s| s.name == key) {
-            Some(s) => (s.apply)(self, value.trim()).map_err(|e| format!("{key}: {e}")),
+            Some(s) => (s.apply)(self, value.trim()).map_err(|e| format!("{label}: {e}")),
             None => Err(format!(
                 "unknown setting '{key}'; known: {} (and {REMOTE_PREFIX}KEY for a remote store's own)",
                 SETTINGS.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")

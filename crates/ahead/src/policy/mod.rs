@@ -30,7 +30,8 @@ macro_rules! registry {
 
 mod driving;
 pub use driving::{
-    bytes_within, readahead_budget, readahead_share_pages, run_cap_pages, BudgetShares,
+    begin_read, begin_unseen, bytes_within, clip_read, readahead_budget, readahead_share_pages,
+    run_cap_pages, walk_read, BudgetShares, Congestion, Reached, ReadDriver, ReadWalk,
 };
 
 registry!(

@@ -1,13 +1,12 @@
 //! The simulator: replays a [`Workload`] through a policy against a modelled page cache and
 //! device, and reports the paper's figures (pages read, wasted, requests) with modelled time.
 //!
-//! The driver loop per application read:
-//! 1. clip the read at the end of the file (a read at or past EOF does nothing);
-//! 2. hand it to the handle's policy, which starts I/O through [`RaContext`];
-//! 3. walk the read's pages as the reader would: a page still absent is read synchronously (one
-//!    request per contiguous absent run); a page whose data is not there yet stalls the reader
-//!    until it is; then the reader spends `compute_ns_per_page` on it;
-//! 4. tell policies whose read-ahead pages were evicted unused and then read again (thrashing).
+//! Each application read runs the one loop both drivers share (`policy::driving`: clip, take
+//! what is there, show the policy, walk the pages), through the simulator's side of it
+//! (`read.rs`): a page still absent is read synchronously by the reader; a page whose data is
+//! not there yet stalls the reader until it is; then the reader spends `compute_ns_per_page`
+//! on it; policies whose read-ahead pages were evicted unused and then read again are told
+//! (thrashing).
 //!
 //! Every I/O starts at the time of the read that caused it. Two accountings run side by side:
 //! the faithful one (only absent pages are read; wasted = read but never used) and the paper's
@@ -18,6 +17,7 @@ mod cache;
 mod context;
 mod metrics;
 mod oracle_runs;
+mod read;
 mod xarray;
 
 pub use crate::device::DeviceModel;
@@ -27,6 +27,7 @@ use std::collections::BTreeSet;
 
 use context::Ctx;
 use metrics::Counters;
+use read::SimRead;
 
 use crate::device::Device;
 use crate::policy::oracle::{Need, Oracle, OracleSettings, Ramp, Taper};
@@ -91,7 +92,7 @@ struct FileState {
 struct OpenState {
     file: u32,
     policy: Box<dyn Policy>,
-    congested: bool,
+    congestion: policy::Congestion,
 }
 
 /// The simulator's state during a run.
@@ -320,7 +321,7 @@ impl Simulator {
         self.opens[h] = Some(OpenState {
             file,
             policy,
-            congested: false,
+            congestion: policy::Congestion::default(),
         });
         Ok(())
     }
@@ -369,15 +370,9 @@ impl Simulator {
     /// A handle not open.
     pub fn read(&mut self, handle: u32, offset: Bytes, len: Bytes) -> Result<(), String> {
         let file = self.open_state(handle)?.file;
-        // Clip at EOF, in bytes, as the engine does (one rule: `policy::bytes_within`).
-        let within = policy::bytes_within(offset.0, len.0, self.files[file as usize].bytes);
-        if within == 0 {
+        let file_bytes = self.files[file as usize].bytes;
+        let Some(read) = policy::clip_read(offset.0, len.0, file_bytes) else {
             return Ok(());
-        }
-        let end = offset.0 + within;
-        let read = AppRead {
-            offset,
-            len: Bytes(end - offset.0),
         };
         self.seq += 1;
         if let Some(mut oracle) = self.oracle.take() {
@@ -388,99 +383,24 @@ impl Simulator {
             });
             self.oracle = Some(oracle);
         }
-        // The engine's reader copies the pages already there before it shows the read to its
-        // policy: under its CLOCK they are used, and referenced, before the policy's I/O turns
-        // the hand (the kernel's reader marks pages accessed after its readahead).
         let mut copied = std::mem::take(&mut self.copied);
         copied.clear();
-        if self.cache.eviction() == Eviction::Clock {
-            let mut p = read.first_page();
-            while let Some(t) = (p < read.end_page())
-                .then(|| self.cache.touch(file, p))
-                .flatten()
-            {
-                copied.push(t);
-                p += 1;
-            }
-        }
-        let congested = self.device.congested(self.now_ns);
-        // The oracle's plans are cut where reads waited only where the reader computes.
-        let note_wait = self.oracle.is_some() && self.config.compute_ns_per_page > 0;
-
-        let (start_ns, seq, compute_ns) = (self.now_ns, self.seq, self.config.compute_ns_per_page);
-        let (open, mut ctx) = self.policy_and_ctx(handle, file);
-        ctx.known_cached = PageRange::of_len(read.first_page(), copied.len() as u64);
-        if open.congested != congested {
-            open.congested = congested;
-            open.policy.on_congestion(congested);
-        }
-        open.policy.on_read(read, &mut ctx);
-        ctx.cache.complete_reads();
-
-        // The reader walks its pages.
-        let (first, last) = (read.first_page(), read.end_page());
-        let mut now = start_ns;
-        let mut c = Counters::default();
-        let mut waited = first;
-        let mut p = first;
-        while p < last {
-            let touched = match copied.get((p - first) as usize).copied() {
-                Some(t) => t,
-                None => match ctx.cache.touch(file, p) {
-                    Some(t) => t,
-                    None => {
-                        // Absent: read this page and the absent ones after it in one request, no
-                        // more than a run may take (`policy::run_cap_pages`, as the engine's
-                        // reader: this page survives its own request).
-                        let run_limit =
-                            last.min(p + policy::run_cap_pages(ctx.cache.capacity() as u64));
-                        let mut run_end = p + 1;
-                        while run_end < run_limit && !ctx.cache.contains(file, run_end) {
-                            run_end += 1;
-                        }
-                        ctx.now_ns = now;
-                        ctx.start_io(IoRequest::sync(p, run_end - p));
-                        ctx.cache.complete_reads();
-                        ctx.cache
-                            .touch(file, p)
-                            .expect("a page just read is cached")
-                    }
-                },
-            };
-            // A hit is a page ready when the reader reaches it, as the engine counts one:
-            // brought in before this read, and not still in flight.
-            if touched.loaded_seq < seq && touched.ready_ns <= now {
-                c.hit_pages += 1;
-            }
-            if touched.first_use {
-                c.used_pages += 1;
-            }
-            if touched.ready_ns > now {
-                waited = p;
-                c.stall_ns += touched.ready_ns - now;
-                now = touched.ready_ns;
-            }
-            now += compute_ns;
-            p += 1;
-        }
-        let fc = &mut ctx.files[file as usize].counters;
-        fc.first_ns.get_or_insert(start_ns);
-        fc.pages_requested += last - first;
-        fc.hit_pages += c.hit_pages;
-        fc.used_pages += c.used_pages;
-        fc.stall_ns += c.stall_ns;
-        fc.last_ns = now;
-        if note_wait && c.stall_ns > 0 {
-            self.oracle_waits.push(ReadWait {
-                file,
-                read_end: last,
-                waited_page: waited,
-                wait_ns: c.stall_ns,
-            });
-        }
-        self.now_ns = now;
-        self.copied = copied;
-        self.deliver_thrash();
+        let now_ns = self.now_ns;
+        let mut driver = SimRead {
+            seq: self.seq,
+            sim: self,
+            handle,
+            file,
+            start_ns: now_ns,
+            now_ns,
+            counters: Counters::default(),
+            waited: read.first_page(),
+            copied,
+        };
+        let mut walk = policy::begin_read(&mut driver, read);
+        let walked = policy::walk_read(&mut driver, &mut walk);
+        debug_assert!(walked.is_ready(), "the simulator's reader never parks");
+        driver.finish(walk.pages);
         Ok(())
     }
 

@@ -217,7 +217,9 @@ pub(super) fn store_error(name: &Path, doing: &str, e: object_store::Error) -> i
         _ => io::ErrorKind::Other,
     };
     let why = match &e {
-        object_store::Error::NotFound { .. } if name.starts_with("s3://") => {
+        object_store::Error::NotFound { .. }
+            if name.to_str().and_then(url::Scheme::of) == Some(url::Scheme::S3) =>
+        {
             "no such object (or no such bucket)".to_string()
         }
         object_store::Error::NotFound { .. } => "no such object".to_string(),
