@@ -101,6 +101,9 @@ fn size_arg(value: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
 /// mtime_ns)`.
 type Entry = (String, u64, bool, Option<String>, i64);
 
+/// An object's version as `Engine.open_known` takes it: (url, size, etag, mtime_ns).
+type Pin = (String, u64, Option<String>, i64);
+
 fn entry(e: ahead::engine::Entry) -> Entry {
     (e.name, e.size, e.is_dir, e.e_tag, e.modified_ns)
 }
@@ -330,6 +333,15 @@ impl RawFile {
     /// ETag nor Last-Modified), or `None`.
     fn unpinned(&self) -> PyResult<Option<String>> {
         Ok(self.open_file()?.unpinned().map(str::to_string))
+    }
+
+    /// The object's version as opened, `(url, size, etag, mtime_ns)`, for `Engine.open_known`
+    /// to open it again (a forked process); `None` for a local file.
+    fn pinned(&self) -> PyResult<Option<Pin>> {
+        Ok(self
+            .open_file()?
+            .pinned_entry()
+            .map(|e| (e.name, e.size, e.e_tag, e.modified_ns)))
     }
 
     /// Whether reads bypass the kernel's page cache (O_DIRECT).

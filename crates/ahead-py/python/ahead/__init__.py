@@ -15,6 +15,13 @@ pools. Errors are ``OSError`` subclasses with ``errno`` and ``filename``, as Pyt
 
 fsspec: the protocol ``ahead`` (``ahead::s3://bucket/key``, ``ahead::/local/path``), see
 :mod:`ahead.fs`. The simulator: :func:`sim` and :func:`replay` return the CLI's JSON records.
+
+Processes: an :class:`Engine` pickles as its configuration, and is unpickled as the receiving
+process's engine of that configuration, built at its first use there (so a Dask or Ray worker
+builds one engine, however many tasks carry it). A process forked after an engine exists (a
+``multiprocessing`` pool or a PyTorch ``DataLoader`` with ``fork``) never uses the parent's
+engine, whose threads it does not have: its engines are built anew at their first use, and a
+file opened before the fork is opened again (pinned to the same version) at its first read.
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ import json
 import os
 import threading
 import warnings
-from typing import Any, Dict, Optional, Union
+import weakref
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from . import _ahead
 from ._formats import ParquetReadahead
@@ -69,16 +77,49 @@ class Engine:
         budget_over_memory: bool = False,
         **settings: Any,
     ) -> None:
-        options = {str(k): _option_text(v) for k, v in (storage_options or {}).items()}
-        given = dict(budget=budget, policy=policy, backend=backend, direct=direct,
-                     budget_over_memory=budget_over_memory, **settings)
-        self._engine = _ahead.Engine(
-            [(key, _setting_text(key, value)) for key, value in given.items() if value is not None],
-            options or None)
-        # What a file may ask for ahead from its format's index (_formats): half the budget;
-        # and the indexes read so far, by name and size.
-        self._format_ahead = self._engine.budget // 2
+        self._start(_config_of(budget=budget, policy=policy, backend=backend, direct=direct,
+                               storage_options=storage_options, budget_over_memory=budget_over_memory,
+                               **settings))
+        self._engine  # built here, so a setting it refuses is an error now
+
+    def _start(self, config: "_Config") -> None:
+        """An engine of ``config``, its native part not built yet (see ``_engine``)."""
+        self._config = config
+        self._native: "Optional[_ahead.Engine]" = None
+        self._build_lock = threading.Lock()
+        # The indexes read so far, by name and size (_formats).
         self._indexes = _Indexes()
+        _processes.engines.add(self)
+
+    @classmethod
+    def _of_config(cls, config: "_Config") -> "Engine":
+        """This process's engine of ``config`` (what an unpickled engine is): one per
+        configuration and process, its native part built at its first use."""
+        with _processes.lock:
+            engine = _processes.by_config.get(config)
+            if engine is None:
+                engine = cls.__new__(cls)
+                engine._start(config)
+                _processes.by_config[config] = engine
+            return engine
+
+    def __reduce__(self):
+        return (Engine._of_config, (self._config,))
+
+    @property
+    def _engine(self) -> "_ahead.Engine":
+        """The native engine, built at first use in this process."""
+        native = self._native
+        if native is None:
+            with self._build_lock:
+                native = self._native
+                if native is None:
+                    settings, options = self._config
+                    native = _ahead.Engine(list(settings), dict(options) or None)
+                    # What a file may ask for ahead from its format's index: half the budget.
+                    self._format_ahead = native.budget // 2
+                    self._native = native
+        return native
 
     def open(self, path: PathLike, mode: str = "rb", buffering: int = -1, encoding: Optional[str] = None,
              errors: Optional[str] = None, newline: Optional[str] = None, *, policy: Optional[str] = None):
@@ -91,11 +132,21 @@ class Engine:
     def _open_known(self, info: Dict[str, Any]) -> "File":
         """The raw file of the object ``info`` (from :meth:`info`) describes, opened without
         asking the store again (its ETag, or its size and mtime, pin the version)."""
-        return self._file(self._engine.open_known(info["name"], info["size"], info.get("ETag"), info.get("mtime_ns", 0)))
+        name, size, etag, mtime_ns = info["name"], info["size"], info.get("ETag"), info.get("mtime_ns", 0)
+        return self._file(lambda native: native.open_known(name, size, etag, mtime_ns))
 
-    def _file(self, raw: "_ahead.RawFile") -> "File":
-        """`raw` as this engine's :class:`File` (its format readahead included)."""
-        return File(raw, "rb", self._format_ahead, self._indexes)
+    def _file(self, opener: "Callable[[_ahead.Engine], _ahead.RawFile]") -> "File":
+        """The :class:`File` ``opener`` opens on this engine (its format readahead included).
+        A process forked later opens it again with ``opener``, pinned to the version opened."""
+        raw = opener(self._engine)
+        file = File(raw, "rb", self._format_ahead, self._indexes)
+        pinned = raw.pinned()
+        if pinned is not None:
+            # An object: opened again at the version this open found (a change since is an
+            # error on read, never the other version's bytes).
+            opener = lambda native: native.open_known(*pinned)  # noqa: E731
+        file._reopen = (self, opener)
+        return file
 
     def stats(self) -> Dict[str, Any]:
         """What the engine has done so far: the Rust ``Stats``'s fields, by the same names."""
@@ -175,6 +226,10 @@ class File(io.RawIOBase):
                  indexes: Optional["_Indexes"] = None) -> None:
         super().__init__()
         self._raw = raw
+        self._name = raw.name
+        # (engine, opener): how a process forked after this open opens it again.
+        self._reopen: "Optional[Tuple[Engine, Callable[[_ahead.Engine], _ahead.RawFile]]]" = None
+        _processes.files.add(self)
         self._pos = 0
         self._size = raw.size()
         self.mode = mode
@@ -206,7 +261,7 @@ class File(io.RawIOBase):
 
     @property
     def name(self) -> str:
-        return self._raw.name
+        return self._name
 
     def readable(self) -> bool:
         self._checkClosed()
@@ -307,7 +362,7 @@ class File(io.RawIOBase):
         return self._size
 
     def close(self) -> None:
-        if not self.closed:
+        if not self.closed and not isinstance(self._raw, _Reopening):
             self._raw.close()
         super().close()
 
@@ -317,6 +372,67 @@ class File(io.RawIOBase):
 
 _default_engine: Optional[Engine] = None
 _default_lock = threading.Lock()
+
+# An engine's configuration: its settings as text, and its store's options as text, sorted.
+_Config = Tuple[Tuple[Tuple[str, str], ...], Tuple[Tuple[str, str], ...]]
+
+
+def _config_of(storage_options: Optional[Dict[str, Any]] = None, **given: Any) -> _Config:
+    """The configuration of an engine made with these arguments (types checked here)."""
+    options = {str(k): _option_text(v) for k, v in (storage_options or {}).items()}
+    settings = tuple((key, _setting_text(key, value)) for key, value in given.items() if value is not None)
+    return settings, tuple(sorted(options.items()))
+
+
+class _Processes:
+    """What a forked child must not inherit: the engines and files of this process (weakly),
+    the engines unpickled here by configuration, and the parent's native parts the child keeps
+    but never uses or frees (their threads are not in it; their locks may be held by them)."""
+
+    def __init__(self) -> None:
+        self.engines: "weakref.WeakSet[Engine]" = weakref.WeakSet()
+        self.files: "weakref.WeakSet[File]" = weakref.WeakSet()
+        self.by_config: Dict[Any, Engine] = {}
+        self.lock = threading.Lock()
+        self.inherited: list = []
+
+    def after_fork_in_child(self) -> None:
+        global _default_lock
+        self.lock = threading.Lock()
+        _default_lock = threading.Lock()
+        for engine in list(self.engines):
+            if engine._native is not None:
+                self.inherited.append(engine._native)
+                engine._native = None
+            engine._build_lock = threading.Lock()
+            engine._indexes = _Indexes()
+        for file in list(self.files):
+            if file._raw is not None and not file.closed:
+                self.inherited.append(file._raw)
+                file._raw = _Reopening(file)
+                if file._reopen is not None:
+                    file._indexes = file._reopen[0]._indexes
+
+
+class _Reopening:
+    """A file's raw part in a process forked after it was opened: its first use opens the file
+    again through this process's engine (pinned to the version first opened) and stands aside."""
+
+    def __init__(self, file: "File") -> None:
+        self._file = file
+
+    def __getattr__(self, name: str):
+        file = self._file
+        if file._reopen is None:
+            raise OSError(f"{file.name}: opened before this process was forked, and cannot be opened again here")
+        engine, opener = file._reopen
+        raw = opener(engine._engine)
+        file._raw = raw
+        return getattr(raw, name)
+
+
+_processes = _Processes()
+os.register_at_fork(after_in_child=_processes.after_fork_in_child)
 
 
 def default_engine() -> Engine:
@@ -333,7 +449,7 @@ def _open(engine: Engine, path: PathLike, mode: str, buffering: int, encoding, e
     if not isinstance(mode, str) or set(mode) - set("rbt") or "r" not in mode or ("b" in mode and "t" in mode):
         raise ValueError(f"invalid mode {mode!r}: ahead opens files for reading ('rb' or 'r')")
     name = os.fspath(path)
-    raw = engine._file(engine._engine.open(name, policy))
+    raw = engine._file(lambda native: native.open(name, policy))
     binary = "b" in mode
     if binary and (encoding is not None or errors is not None or newline is not None):
         raise ValueError("binary mode doesn't take an encoding, errors or newline argument")

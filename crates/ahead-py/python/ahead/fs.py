@@ -29,7 +29,7 @@ try:  # fsspec 2025.3 and later mark chaining filesystems with this class
 except ImportError:  # pragma: no cover - older fsspec
     from fsspec import AbstractFileSystem as _Base
 
-from . import Engine, default_engine
+from . import Engine, _config_of, default_engine
 
 # s3fs's tuning options with no meaning here (the engine sizes its own reads).
 _IGNORED = {
@@ -91,12 +91,25 @@ class AheadFileSystem(_Base):
         options = dict(target_options or {})
         options.update(storage_options)
         store = _store_options(options)
+        # The engine: the one given, or this process's engine of these settings, or the default
+        # one; found at first use, so a filesystem unpickled in a worker process (Dask, Ray)
+        # builds no engine until it reads, and every one alike there shares one.
+        self._engine = engine
+        self._engine_config = None
         if engine is None and (budget is not None or policy is not None or backend is not None or store):
-            engine = Engine(budget=budget, policy=policy, backend=backend, storage_options=store)
-        self.engine = engine or default_engine()
+            self._engine_config = _config_of(budget=budget, policy=policy, backend=backend, direct=True,
+                                             storage_options=store, budget_over_memory=False)
         # Objects stated in the last STAT_SECONDS, by URL: (when, info). pyarrow asks `info`
         # two or three times and opens twice per file read; each was a round trip.
         self._stats: Dict[str, Any] = {}
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is not None:
+            return self._engine
+        if self._engine_config is not None:
+            return Engine._of_config(self._engine_config)
+        return default_engine()
 
     # -- names ------------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
-use super::reader::{ReadCursor, Wait};
+use super::read_loop::{ReadCursor, Wait};
 use super::*;
 
 /// Ranges a read stream keeps ahead at most.
@@ -543,7 +543,7 @@ impl<'a, I: Iterator<Item = Range>> ReadStream<'a, I> {
         let (cur, mut buf) = self.current.take().expect("current range");
         Poll::Ready(Some(r.map(|n| {
             buf.truncate(n);
-            (cur.offset, buf)
+            (cur.offset(), buf)
         })))
     }
 

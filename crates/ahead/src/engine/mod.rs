@@ -58,6 +58,7 @@ mod meter;
 mod open_many;
 mod options;
 mod ra_context;
+mod read_loop;
 mod reader;
 mod requests;
 mod settings;

@@ -1,7 +1,7 @@
 //! What both drivers do with an application's read, in order: one loop ([`clip_read`],
-//! [`begin_read`], then [`walk_read`]) that the simulator (`sim/read.rs`) and the engine (`engine/reader.rs`) both
-//! run through their [`ReadDriver`], and every rule they share defined once here, so a rule
-//! changed here is changed in both (`tests/drivers.rs` holds them to the same requests). The
+//! [`begin_read`], then [`walk_read`]) that the simulator (`sim/read.rs`) and the engine
+//! (`engine/read_loop.rs`) both run through their [`ReadDriver`], and every rule they share
+//! defined once here, so a rule changed here is changed in both (`tests/drivers.rs` holds them to the same requests). The
 //! loop decides the order and the rules; a driver decides what a page costs (modelled time, or
 //! bytes copied and real waits) and keeps what only it has (the engine's retries of a failed
 //! or lost page, its async reader's parking; the simulator's clock and counters).
@@ -114,6 +114,7 @@ pub struct Congestion {
 
 impl Congestion {
     /// With `in_flight` requests: the change to tell the policy, if any.
+    #[inline]
     pub fn update(&mut self, in_flight: u64, at: u64, below: u64) -> Option<bool> {
         let now = if self.congested {
             in_flight >= below
@@ -178,6 +179,7 @@ pub struct ReadWalk {
 
 impl ReadWalk {
     /// A read not yet begun: its first page next.
+    #[inline]
     pub fn new(read: AppRead) -> ReadWalk {
         let pages = PageRange::new(read.first_page(), read.end_page());
         ReadWalk {
@@ -190,6 +192,7 @@ impl ReadWalk {
 
 /// Step 1: the part of a read of `len` bytes at `offset` that lies in a file of `file_bytes`
 /// ([`bytes_within`]); `None`: nothing, and nothing is shown to the policy.
+#[inline]
 pub fn clip_read(offset: u64, len: u64, file_bytes: u64) -> Option<AppRead> {
     let within = bytes_within(offset, len, file_bytes);
     (within > 0).then_some(AppRead {
@@ -200,6 +203,7 @@ pub fn clip_read(offset: u64, len: u64, file_bytes: u64) -> Option<AppRead> {
 
 /// Steps 2 and 3 of a read clipped by [`clip_read`]: take what is ready, then show the read
 /// to the policy, telling it which of its pages were taken.
+#[inline]
 pub fn begin_read<D: ReadDriver + ?Sized>(driver: &mut D, read: AppRead) -> ReadWalk {
     let (mut walk, file_ended) = take_ready(driver, read);
     driver.show_policy(read, PageRange::new(walk.pages.first, walk.next));
@@ -211,6 +215,7 @@ pub fn begin_read<D: ReadDriver + ?Sized>(driver: &mut D, read: AppRead) -> Read
 
 /// Step 2 alone, for a read no policy is shown (the engine's batches, whose I/O was planned
 /// from all their ranges at once): take what is ready.
+#[inline]
 pub fn begin_unseen<D: ReadDriver + ?Sized>(driver: &mut D, read: AppRead) -> ReadWalk {
     let (mut walk, file_ended) = take_ready(driver, read);
     if file_ended {
@@ -220,6 +225,7 @@ pub fn begin_unseen<D: ReadDriver + ?Sized>(driver: &mut D, read: AppRead) -> Re
 }
 
 /// Step 2: the walk past the pages taken ready, and whether the file ended within them.
+#[inline]
 fn take_ready<D: ReadDriver + ?Sized>(driver: &mut D, read: AppRead) -> (ReadWalk, bool) {
     let mut walk = ReadWalk::new(read);
     let (taken, file_ended) = driver.take_ready(walk.pages);
@@ -231,6 +237,7 @@ fn take_ready<D: ReadDriver + ?Sized>(driver: &mut D, read: AppRead) -> (ReadWal
 /// it becomes ready, an absent one read by the reader with the pages after it (at most
 /// [`run_cap_pages`] of the cache, and never past the read). `Pending`: the driver parked,
 /// and `walk` keeps the place.
+#[inline]
 pub fn walk_read<D: ReadDriver + ?Sized>(driver: &mut D, walk: &mut ReadWalk) -> Poll<()> {
     while walk.next < walk.pages.end {
         match driver.reach(walk.next) {

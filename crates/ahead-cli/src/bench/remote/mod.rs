@@ -10,7 +10,8 @@
 //!   subprocess on the same object and reads, where Python has the packages.
 //! * `device`: the link's ceiling: the pattern's objects (the URL's up to 1 GiB, or the
 //!   `--objects`) in large ranged GETs, many at once, each worker starting its next GET as one
-//!   ends. Each run sweeps [`DEVICE_SWEEP`]; the table keeps the configuration with the best
+//!   ends, by curl (`curl.rs`: a client that is not the engine's; where curl is missing, the
+//!   engine's own client, and the row says so). Each run sweeps [`DEVICE_SWEEP`]; the table keeps the configuration with the best
 //!   median over the runs, and lists every configuration's median under it. Opening the
 //!   objects (a HEAD each) is not timed.
 //!
@@ -35,6 +36,7 @@ use serde_json::json;
 
 use crate::*;
 
+mod curl;
 mod measure;
 mod report;
 mod tools;
@@ -366,6 +368,8 @@ struct Link {
     proxy: Option<Toxiproxy>,
     latency_ms: Option<u64>,
     bandwidth: Option<u64>,
+    /// The ceiling's client, where curl can be one (else the engine's own, said in its row).
+    curl: Option<curl::Curl>,
 }
 
 impl Link {
@@ -377,6 +381,15 @@ impl Link {
             proxy: None,
             latency_ms,
             bandwidth,
+            curl: match curl::Curl::find() {
+                Ok(c) => Some(c),
+                Err(why) => {
+                    eprintln!(
+                        "note: the device ceiling is measured by the engine's own client: {why}"
+                    );
+                    None
+                }
+            },
         };
         if latency_ms.is_none() && bandwidth.is_none() {
             return Ok(link);
@@ -572,7 +585,9 @@ impl Link {
     }
 
     /// `parallel` GETs of up to `get` bytes at a time over `targets` (a URL, and how many of
-    /// its bytes to read at most): each worker takes the next GET as its last one ends.
+    /// its bytes to read at most), each worker taking its next GET as its last one ends: by
+    /// curl ([`curl`]) where it can, else by the engine's own client (policy `none`), which the
+    /// row's `ceiling` then says.
     fn device_with(
         &self,
         targets: &[(String, u64)],
@@ -598,6 +613,46 @@ impl Link {
             })
             .collect();
         let total: u64 = lens.iter().sum();
+        let label = format!("{} MiB GETs x {parallel}", get >> 20);
+        if let Some(curl) = &self.curl {
+            let urls = targets
+                .iter()
+                .map(|(url, _)| curl::http_url(url, self.endpoint.as_deref()))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(runtime)?;
+            let requests: Vec<curl::Get> = gets
+                .iter()
+                .map(|&(i, offset, len)| curl::Get {
+                    url: self.via_proxy(&urls[i]),
+                    offset,
+                    len,
+                })
+                .collect();
+            let signing = match targets.first() {
+                Some((url, _)) if url.starts_with("s3://") => {
+                    Some(curl::Signing::from_env().map_err(runtime)?)
+                }
+                _ => None,
+            };
+            let (bytes, elapsed) = curl
+                .fetch(
+                    &requests,
+                    parallel as usize,
+                    signing.as_ref(),
+                    &std::env::temp_dir(),
+                )
+                .map_err(runtime)?;
+            if bytes != total {
+                return Err(runtime(format!(
+                    "curl brought {bytes} bytes of the {total} asked for"
+                )));
+            }
+            return Ok(RemoteRun {
+                requests: requests.len() as u64,
+                ceiling: Some(format!("{label}, curl")),
+                ..measured(total, elapsed, &mut [])
+            });
+        }
         let next = AtomicU64::new(0);
         let start = Instant::now();
         let failed = std::thread::scope(|s| {
@@ -626,7 +681,7 @@ impl Link {
         let elapsed = start.elapsed();
         Ok(RemoteRun {
             requests: engine.stats().requests,
-            ceiling: Some(format!("{} MiB GETs x {parallel}", get >> 20)),
+            ceiling: Some(format!("{label}, the engine's client")),
             ..measured(total, elapsed, &mut [])
         })
     }

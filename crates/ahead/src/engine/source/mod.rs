@@ -171,6 +171,11 @@ pub(crate) trait Source: Send + Sync {
     fn unpinned(&self) -> Option<&str> {
         None
     }
+    /// The version it reads, as [`crate::engine::Engine::open_entry`] opens it again (the
+    /// same object, pinned alike); `None` where a name is all there is (a local file).
+    fn pinned_entry(&self) -> Option<Entry> {
+        None
+    }
 }
 
 /// Open `name` with the first kind of source that claims it.

@@ -178,6 +178,15 @@ impl Source for RemoteSource {
     fn path(&self) -> &Path {
         &self.name
     }
+    fn pinned_entry(&self) -> Option<Entry> {
+        Some(Entry {
+            name: self.name.to_string_lossy().into_owned(),
+            size: self.size,
+            is_dir: false,
+            e_tag: self.e_tag.clone(),
+            modified_ns: self.last_modified_ns,
+        })
+    }
     fn live_size(&self) -> u64 {
         self.size
     }

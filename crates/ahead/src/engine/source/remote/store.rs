@@ -3,11 +3,13 @@
 //! errors they end in, named by the object and never showing a secret.
 
 use super::*;
+use crate::os::PerProcess;
 
 /// The runtime every remote source's GETs run on: object_store is async; the engine's
-/// workers block on it.
+/// workers block on it. One per process: a child forked from a process that had one starts its
+/// own (the parent's threads are not in the child).
 pub(super) fn runtime() -> io::Result<&'static tokio::runtime::Runtime> {
-    static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+    static RUNTIME: PerProcess<Result<tokio::runtime::Runtime, String>> = PerProcess::new();
     RUNTIME
         .get_or_init(|| {
             tokio::runtime::Builder::new_multi_thread()
@@ -158,6 +160,9 @@ pub(super) fn basic_auth(user: &str, password: &str) -> reqwest::header::HeaderM
 /// printed: the keys hold the options, credentials among them.
 pub(super) type StoreKey = (String, Vec<(String, String)>, Vec<(String, String)>);
 
+/// A store kept for reuse, by what it was built for.
+type KeptStore = (StoreKey, Arc<dyn ObjectStore>);
+
 /// How many stores are kept; past it they are all let go (their clients close when the
 /// last object open on them closes).
 pub(super) const STORES_KEPT: usize = 32;
@@ -169,12 +174,16 @@ pub(super) fn shared_store(
     options: &[(String, String)],
     build: impl FnOnce() -> io::Result<Arc<dyn ObjectStore>>,
 ) -> io::Result<Arc<dyn ObjectStore>> {
-    static STORES: Mutex<Vec<(StoreKey, Arc<dyn ObjectStore>)>> = Mutex::new(Vec::new());
+    // One table per process: a store's client belongs to its process's runtime.
+    static STORES: PerProcess<Mutex<Vec<KeptStore>>> = PerProcess::new();
     let aws_env: Vec<(String, String)> = std::env::vars()
         .filter(|(k, _)| k.starts_with("AWS_"))
         .collect();
     let key = (place, options.to_vec(), aws_env);
-    let mut stores = STORES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut stores = STORES
+        .get_or_init(|| Mutex::new(Vec::new()))
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     if let Some((_, store)) = stores.iter().find(|(k, _)| *k == key) {
         return Ok(store.clone());
     }
