@@ -95,6 +95,10 @@ pub(crate) struct BenchArgs {
     /// becomes 000..099 (s3://bucket/many/{}.bin); without it those patterns are left out.
     #[arg(long, requires = "remote")]
     pub(crate) objects: Option<String>,
+    /// With --remote: a setting of every engine contender's, KEY=VALUE as `ahead cat -o`
+    /// takes it (remote.split_ahead=true); repeatable.
+    #[arg(short = 'o', long = "option", requires = "remote")]
+    pub(crate) option: Vec<String>,
 }
 
 #[derive(Args)]

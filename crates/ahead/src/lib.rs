@@ -149,6 +149,7 @@ mod os;
 #[cfg(feature = "tools")]
 pub mod paper;
 pub mod pattern;
+mod per_process;
 pub mod policy;
 pub mod readers;
 #[cfg(feature = "tools")]

@@ -575,7 +575,8 @@ pub fn lease_signal() -> Result<libc::c_int, String> {
 
 /// The signal and thread lease breaks go to, once installed in this process (or why they
 /// could not be). A child forked after it has the handler but not the thread: it starts its own.
-static LEASE_TARGET: PerProcess<Result<LeaseSignal, String>> = PerProcess::new();
+static LEASE_TARGET: crate::per_process::PerProcess<Result<LeaseSignal, String>> =
+    crate::per_process::PerProcess::new();
 
 fn lease_target() -> Result<LeaseSignal, String> {
     LEASE_TARGET.get_or_init(install_lease_handler).clone()
@@ -696,57 +697,4 @@ pub fn device_limits(path: &Path) -> (Option<u64>, Option<u64>) {
     .or_else(|| read(queue.as_ref()?.join("read_ahead_kb")));
     let io = queue.and_then(|q| read(q.join("max_sectors_kb")));
     (ra, io)
-}
-
-/// A value of this process's own, built at its first use in each process: a child forked after
-/// the parent built it (its threads not there, its locks perhaps held by threads that are not
-/// either) builds its own, and the parent's copy is left as it is, never used or dropped.
-pub(crate) struct PerProcess<T: 'static> {
-    /// The process that built the value, and the value; leaked, so never freed.
-    slot: std::sync::atomic::AtomicPtr<(u32, T)>,
-}
-
-impl<T: 'static> PerProcess<T> {
-    /// None built yet.
-    pub(crate) const fn new() -> PerProcess<T> {
-        PerProcess {
-            slot: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
-        }
-    }
-
-    fn current(&self, pid: u32) -> Option<&'static T> {
-        let seen = self.slot.load(std::sync::atomic::Ordering::Acquire);
-        // SAFETY: a non-null slot points at a leaked box, never freed (see `get_or_init`).
-        unsafe { seen.as_ref() }.and_then(|(owner, value)| (*owner == pid).then_some(value))
-    }
-
-    /// This process's value, if it has been built.
-    pub(crate) fn get(&self) -> Option<&'static T> {
-        self.current(std::process::id())
-    }
-
-    /// This process's value, built with `init` if it has none yet.
-    pub(crate) fn get_or_init(&self, init: impl FnOnce() -> T) -> &'static T {
-        use std::sync::atomic::Ordering;
-        let pid = std::process::id();
-        if let Some(value) = self.current(pid) {
-            return value;
-        }
-        let seen = self.slot.load(Ordering::Acquire);
-        let fresh = Box::into_raw(Box::new((pid, init())));
-        match self
-            .slot
-            .compare_exchange(seen, fresh, Ordering::AcqRel, Ordering::Acquire)
-        {
-            // SAFETY: `fresh` is now the slot's, leaked: it lives as long as the process.
-            Ok(_) => unsafe { &(*fresh).1 },
-            Err(_) => {
-                // Another thread of this process built one first: that one is kept.
-                // SAFETY: `fresh` was never shared; this takes its box back to drop it.
-                drop(unsafe { Box::from_raw(fresh) });
-                self.current(pid)
-                    .expect("the value another thread of this process built")
-            }
-        }
-    }
 }

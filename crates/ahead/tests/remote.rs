@@ -110,6 +110,7 @@ fn every_byte_equals_the_objects_over_s3_for_random_patterns_and_threads() {
         1usize..5,
         prop_oneof![Just("adaptive"), Just("linux-ondemand"), Just("none")],
         any::<u64>(),
+        any::<bool>(),
     );
     let mut runner = TestRunner::new(Config {
         cases: 16,
@@ -117,9 +118,11 @@ fn every_byte_equals_the_objects_over_s3_for_random_patterns_and_threads() {
         ..Config::default()
     });
     runner
-        .run(&strategy, |(shape, bs, threads, policy, seed)| {
-            // A small budget: the policies' windows, and eviction, are exercised.
-            let engine = s3_engine(&gw.url(), policy, 4 << 20, &[]);
+        .run(&strategy, |(shape, bs, threads, policy, seed, split)| {
+            // A small budget: the policies' windows, and eviction, are exercised; reads ahead
+            // in one GET each, or in parallel parts (`split_ahead`).
+            let split = if split { "true" } else { "false" };
+            let engine = s3_engine(&gw.url(), policy, 4 << 20, &[("split_ahead", split)]);
             let file = Arc::new(engine.open(&url).unwrap());
             prop_assert_eq!(file.len(), size as u64);
             std::thread::scope(|s| {
@@ -131,7 +134,7 @@ fn every_byte_equals_the_objects_over_s3_for_random_patterns_and_threads() {
                             let end = (off as usize + bs as usize).min(size);
                             assert!(
                                 got == bytes[off as usize..end],
-                                "{policy}, shape {shape}, bs {bs}: bytes differ at {off}"
+                                "{policy}, shape {shape}, bs {bs}, split_ahead {split}: bytes differ at {off}"
                             );
                         }
                     });
@@ -151,6 +154,11 @@ fn every_byte_equals_the_objects_over_s3_for_random_patterns_and_threads() {
             Ok(())
         })
         .unwrap();
+    let refused = s3_engine(&gw.url(), "adaptive", 4 << 20, &[("split_ahead", "maybe")])
+        .open(&url)
+        .unwrap_err();
+    assert_eq!(refused.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(refused.to_string().contains("split_ahead"), "{refused}");
 }
 
 #[test]

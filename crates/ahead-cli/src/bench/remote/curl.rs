@@ -6,7 +6,8 @@
 //! `parallel` curl processes each take every `parallel`-th GET in turn, one after another on
 //! one connection (as a worker starts its next GET as its last ends). An `s3://` object is
 //! reached path-style at the endpoint, its GETs signed by curl (`--aws-sigv4`, curl 7.75 and
-//! later) with the `AWS_*` credentials. Each process reads its GETs from a config file of its
+//! later) with the `AWS_*` credentials and an unsigned payload's hash header (which S3 asks
+//! of every signed request, and curl 7.88 does not add). Each process reads its GETs from a config file of its
 //! own (mode 0600, removed after), so no credential is on a command line, and each GET's
 //! `size_download` is checked against the bytes asked for.
 
@@ -163,7 +164,7 @@ fn config_of(get: &Get, signing: Option<&Signing>) -> String {
     );
     if let Some(s) = signing {
         text.push_str(&format!(
-            "aws-sigv4 = \"aws:amz:{}:s3\"\nuser = \"{}:{}\"\n",
+            "aws-sigv4 = \"aws:amz:{}:s3\"\nuser = \"{}:{}\"\nheader = \"x-amz-content-sha256: UNSIGNED-PAYLOAD\"\n",
             s.region, s.access_key, s.secret_key
         ));
     }

@@ -37,10 +37,12 @@ use serde_json::json;
 use crate::*;
 
 mod curl;
+mod link;
 mod measure;
 mod report;
 mod tools;
 
+use link::Link;
 use measure::{peak_rss, read_full, reset_peak_rss, Nanos, PageSet};
 use report::table;
 use tools::{Fsspec, Toxiproxy};
@@ -165,7 +167,8 @@ pub(crate) fn cmd(url: &str, a: &BenchArgs) -> Result<String, Failure> {
         ),
         None => None,
     };
-    let link = Link::set_up(url, a.latency_ms, bandwidth)?;
+    let mut link = Link::set_up(url, a.latency_ms, bandwidth)?;
+    link.options = a.option.clone();
     let objects: Vec<String> = objects.iter().map(|o| link.via_proxy(o)).collect();
     let size = {
         let engine = link.engine("none", 8 << 20, None)?;
@@ -177,11 +180,16 @@ pub(crate) fn cmd(url: &str, a: &BenchArgs) -> Result<String, Failure> {
         .then(|| Fsspec::find(&a.python, &link))
         .flatten();
     eprintln!(
-        "bench --remote {url}: {} MiB object{}, budget {} MiB, {repeat} repeat(s), runs capped at {:.0} s",
+        "bench --remote {url}: {} MiB object{}, budget {} MiB, {repeat} repeat(s), runs capped at {:.0} s{}",
         size >> 20,
         link.describe(),
         budget >> 20,
-        cap.as_secs_f64()
+        cap.as_secs_f64(),
+        if a.option.is_empty() {
+            String::new()
+        } else {
+            format!(", engines with {}", a.option.join(" "))
+        }
     );
     let mut rows = Vec::new();
     for pattern in &patterns {
@@ -356,335 +364,6 @@ fn reads_of(pattern: &str, size: u64) -> Vec<(u64, u64)> {
     ahead::readers::reads(pattern, size)
         .map(Iterator::collect)
         .unwrap_or_default()
-}
-
-/// Where the contenders read: the object's URL as opened, and the endpoint to reach it by
-/// (the proxy's, when there is one).
-struct Link {
-    url: String,
-    endpoint: Option<String>,
-    /// For an http(s) URL behind the proxy: the server's origin and the proxy's, to swap.
-    http_front: Option<(String, String)>,
-    proxy: Option<Toxiproxy>,
-    latency_ms: Option<u64>,
-    bandwidth: Option<u64>,
-    /// The ceiling's client, where curl can be one (else the engine's own, said in its row).
-    curl: Option<curl::Curl>,
-}
-
-impl Link {
-    fn set_up(url: &str, latency_ms: Option<u64>, bandwidth: Option<u64>) -> Result<Link, Failure> {
-        let mut link = Link {
-            url: url.to_string(),
-            endpoint: None,
-            http_front: None,
-            proxy: None,
-            latency_ms,
-            bandwidth,
-            curl: match curl::Curl::find() {
-                Ok(c) => Some(c),
-                Err(why) => {
-                    eprintln!(
-                        "note: the device ceiling is measured by the engine's own client: {why}"
-                    );
-                    None
-                }
-            },
-        };
-        if latency_ms.is_none() && bandwidth.is_none() {
-            return Ok(link);
-        }
-        // The server's address, and how to say the proxy's instead.
-        let (upstream, via_endpoint) = if url.starts_with("s3://") {
-            let e = std::env::var("AWS_ENDPOINT_URL").map_err(|_| {
-                usage("--latency-ms/--bandwidth with s3:// put a proxy in front of AWS_ENDPOINT_URL: set it (an http:// endpoint)")
-            })?;
-            (e, true)
-        } else {
-            (url.to_string(), false)
-        };
-        let rest = upstream.strip_prefix("http://").ok_or_else(|| {
-            usage("--latency-ms/--bandwidth need a plain http:// server to proxy (TLS names would not match)")
-        })?;
-        let (hostport, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-        let addr: SocketAddr = std::net::ToSocketAddrs::to_socket_addrs(&hostport)
-            .ok()
-            .and_then(|mut a| a.next())
-            .ok_or_else(|| usage(format!("cannot resolve {hostport}")))?;
-        let proxy = Toxiproxy::start(addr, latency_ms, bandwidth)?;
-        let front = format!("http://{}", proxy.listen);
-        if via_endpoint {
-            link.endpoint = Some(front);
-        } else {
-            link.url = format!("{front}{path}");
-            link.http_front = Some((format!("http://{hostport}"), front));
-        }
-        link.proxy = Some(proxy);
-        Ok(link)
-    }
-
-    /// `url` as the contenders reach it: through the proxy, if there is one.
-    fn via_proxy(&self, url: &str) -> String {
-        match &self.http_front {
-            Some((origin, front)) if url.starts_with(origin.as_str()) => {
-                format!("{front}{}", &url[origin.len()..])
-            }
-            _ => url.to_string(),
-        }
-    }
-
-    fn describe(&self) -> String {
-        match &self.proxy {
-            None => String::new(),
-            Some(_) => format!(
-                " through toxiproxy ({} ms each way{})",
-                self.latency_ms.unwrap_or(0),
-                self.bandwidth.map_or(String::new(), |b| format!(
-                    ", {} MB/s per connection",
-                    b / 1_000_000
-                ))
-            ),
-        }
-    }
-
-    fn engine(&self, policy: &str, budget: u64, io_max_kb: Option<u64>) -> Result<Engine, Failure> {
-        let mut b = Engine::builder().policy(policy).budget(budget);
-        if let Some(e) = &self.endpoint {
-            b = b.remote_option("endpoint", e);
-        }
-        if let Some(kb) = io_max_kb {
-            b = b.io_max_kb(kb);
-        }
-        b.build()
-            .map_err(|e| runtime(format!("cannot start the engine: {e}")))
-    }
-
-    /// One contender's run of `reads` on a new engine with `policy`.
-    fn run_engine(
-        &self,
-        policy: &str,
-        budget: u64,
-        reads: &[(u64, u64)],
-        cap: Duration,
-    ) -> Result<RemoteRun, Failure> {
-        reset_peak_rss();
-        let engine = self.engine(policy, budget, None)?;
-        let file = engine.open(&self.url).map_err(|e| runtime(e.to_string()))?;
-        let mut buf = vec![0u8; reads.iter().map(|r| r.1).max().unwrap_or(0) as usize];
-        let mut lat = Vec::with_capacity(reads.len());
-        let mut touched = PageSet::new(file.len());
-        let mut bytes = 0;
-        let start = Instant::now();
-        for &(off, len) in reads {
-            let t = Instant::now();
-            let n = read_full(&file, off, &mut buf[..len as usize])
-                .map_err(|e| runtime(e.to_string()))?;
-            lat.push(Nanos::since(t));
-            bytes += n as u64;
-            touched.insert(off / 4096..(off + n as u64).div_ceil(4096));
-            if start.elapsed() > cap {
-                break;
-            }
-        }
-        let elapsed = start.elapsed();
-        let stats = engine.stats();
-        let fetched = stats.pages_read;
-        Ok(RemoteRun {
-            unused_share: Some(unused_share(fetched, touched.count())),
-            requests: stats.requests,
-            ..measured(bytes, elapsed, &mut lat)
-        })
-    }
-
-    /// One contender's run of a many-objects pattern on a new engine with `policy`: the
-    /// `urls` one after another (open, 1 MiB reads to the end, close), or all open at once and
-    /// read 1 MiB from each in turn. Opens are timed: a reader pays them. With `opens_ahead`
-    /// (ahead's contenders) the list is handed to the engine (`Engine::open_many` in turn,
-    /// `Engine::open_all` at once), which opens ahead of the reader; `naive` opens each as it
-    /// comes, as a plain client does.
-    fn run_objects(
-        &self,
-        policy: &str,
-        budget: u64,
-        urls: &[String],
-        at_once: bool,
-        opens_ahead: bool,
-        cap: Duration,
-    ) -> Result<RemoteRun, Failure> {
-        const READ: u64 = 1 << 20;
-        reset_peak_rss();
-        let engine = self.engine(policy, budget, None)?;
-        let start = Instant::now();
-        let opened: Box<dyn Iterator<Item = std::io::Result<File>>> = if opens_ahead && at_once {
-            match engine.open_all(urls) {
-                Ok(files) => Box::new(files.into_iter().map(Ok)),
-                Err(e) => return Err(runtime(e.to_string())),
-            }
-        } else if opens_ahead {
-            Box::new(engine.open_many(urls))
-        } else {
-            Box::new(urls.iter().map(|url| engine.open(url)))
-        };
-        let mut opened = opened.map(|o| o.map_err(|e| runtime(e.to_string())));
-        let mut buf = vec![0u8; READ as usize];
-        let mut lat = Vec::new();
-        let mut bytes = 0;
-        let mut read = |file: &File, off: u64| -> Result<u64, Failure> {
-            let t = Instant::now();
-            let n = read_full(file, off, &mut buf).map_err(|e| runtime(e.to_string()))? as u64;
-            lat.push(Nanos::since(t));
-            bytes += n;
-            Ok(n)
-        };
-        if at_once {
-            let files = opened.collect::<Result<Vec<_>, _>>()?;
-            let mut off = 0;
-            while start.elapsed() <= cap && files.iter().any(|f| off < f.len()) {
-                for file in files.iter().filter(|f| off < f.len()) {
-                    read(file, off)?;
-                }
-                off += READ;
-            }
-        } else {
-            for file in opened.by_ref() {
-                let file = file?;
-                let mut off = 0;
-                while off < file.len() && start.elapsed() <= cap {
-                    off += read(&file, off)?.max(1);
-                }
-                if start.elapsed() > cap {
-                    break;
-                }
-            }
-        }
-        let elapsed = start.elapsed();
-        let stats = engine.stats();
-        let used = bytes.div_ceil(4096);
-        Ok(RemoteRun {
-            unused_share: Some(unused_share(stats.pages_read, used)),
-            requests: stats.requests,
-            ..measured(bytes, elapsed, &mut lat)
-        })
-    }
-
-    /// The link's ceiling over `targets` (a URL, and how many of its bytes to read at most):
-    /// the best of [`DEVICE_SWEEP`].
-    fn device(&self, targets: &[(String, u64)]) -> Result<RemoteRun, Failure> {
-        let mut best: Option<RemoteRun> = None;
-        let mut sweep = Vec::new();
-        for &(get, parallel) in DEVICE_SWEEP {
-            let run = self.device_with(targets, get, parallel)?;
-            sweep.push(run.clone());
-            if best.as_ref().is_none_or(|b| run.mb_per_s > b.mb_per_s) {
-                best = Some(run);
-            }
-        }
-        let mut best = best.expect("a sweep of several");
-        best.sweep = sweep;
-        Ok(best)
-    }
-
-    /// `parallel` GETs of up to `get` bytes at a time over `targets` (a URL, and how many of
-    /// its bytes to read at most), each worker taking its next GET as its last one ends: by
-    /// curl ([`curl`]) where it can, else by the engine's own client (policy `none`), which the
-    /// row's `ceiling` then says.
-    fn device_with(
-        &self,
-        targets: &[(String, u64)],
-        get: u64,
-        parallel: u64,
-    ) -> Result<RemoteRun, Failure> {
-        let engine = self.engine("none", (parallel + 2).max(4) * get, Some(get >> 10))?;
-        // The opens (a HEAD each) overlapped: they are not what is measured. Policy `none`
-        // ignores open_all's ask for first bytes, so nothing is read before the clock starts.
-        let opened = engine
-            .open_all(targets.iter().map(|(url, _)| url))
-            .map_err(|e| runtime(e.to_string()))?;
-        let lens: Vec<u64> = opened
-            .iter()
-            .zip(targets)
-            .map(|(file, &(_, most))| file.len().min(most))
-            .collect();
-        let gets: Vec<(usize, u64, u64)> = lens
-            .iter()
-            .enumerate()
-            .flat_map(|(i, &len)| {
-                (0..len.div_ceil(get)).map(move |k| (i, k * get, get.min(len - k * get)))
-            })
-            .collect();
-        let total: u64 = lens.iter().sum();
-        let label = format!("{} MiB GETs x {parallel}", get >> 20);
-        if let Some(curl) = &self.curl {
-            let urls = targets
-                .iter()
-                .map(|(url, _)| curl::http_url(url, self.endpoint.as_deref()))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(runtime)?;
-            let requests: Vec<curl::Get> = gets
-                .iter()
-                .map(|&(i, offset, len)| curl::Get {
-                    url: self.via_proxy(&urls[i]),
-                    offset,
-                    len,
-                })
-                .collect();
-            let signing = match targets.first() {
-                Some((url, _)) if url.starts_with("s3://") => {
-                    Some(curl::Signing::from_env().map_err(runtime)?)
-                }
-                _ => None,
-            };
-            let (bytes, elapsed) = curl
-                .fetch(
-                    &requests,
-                    parallel as usize,
-                    signing.as_ref(),
-                    &std::env::temp_dir(),
-                )
-                .map_err(runtime)?;
-            if bytes != total {
-                return Err(runtime(format!(
-                    "curl brought {bytes} bytes of the {total} asked for"
-                )));
-            }
-            return Ok(RemoteRun {
-                requests: requests.len() as u64,
-                ceiling: Some(format!("{label}, curl")),
-                ..measured(total, elapsed, &mut [])
-            });
-        }
-        let next = AtomicU64::new(0);
-        let start = Instant::now();
-        let failed = std::thread::scope(|s| {
-            let workers: Vec<_> = (0..parallel)
-                .map(|_| {
-                    let (opened, gets, next) = (&opened, &gets, &next);
-                    s.spawn(move || {
-                        let mut buf = vec![0u8; get as usize];
-                        loop {
-                            let at = next.fetch_add(1, Ordering::Relaxed) as usize;
-                            let Some(&(i, off, len)) = gets.get(at) else {
-                                return Ok::<(), std::io::Error>(());
-                            };
-                            read_full(&opened[i], off, &mut buf[..len as usize])?;
-                        }
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .find_map(|w| w.join().expect("no panic").err())
-        });
-        if let Some(e) = failed {
-            return Err(runtime(e.to_string()));
-        }
-        let elapsed = start.elapsed();
-        Ok(RemoteRun {
-            requests: engine.stats().requests,
-            ceiling: Some(format!("{label}, the engine's client")),
-            ..measured(total, elapsed, &mut [])
-        })
-    }
 }
 
 /// Of `fetched` pages, the share no read asked for, given the `used` pages reads touched.

@@ -90,35 +90,92 @@ const REQUEST_KB: u64 = 8 << 10;
 
 fn open(name: &Path, settings: &OpenSettings) -> io::Result<Opened> {
     let url = parsed(name, false)?;
+    let reading = Reading::of(name, settings.remote_options)?;
     let (store, location) = store_and_location(&url, settings.remote_options)?;
-    open_object(PathBuf::from(&url.shown), store, location)
+    open_object_as(PathBuf::from(&url.shown), store, location, reading)
+}
+
+/// How an object's GETs go, from the remote options the source takes for itself (the rest
+/// are the store's).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Reading {
+    /// `split_ahead`: a read ahead goes in parallel parts, as a read its reader waits for
+    /// does ([`read::parts`]). More connections for the same bytes in flight: where each
+    /// connection is capped (an object store's tens of MB/s per connection) the link fills
+    /// with less memory; where one connection is not the limit, the GETs' cost per byte
+    /// grows (docs/bench-log/issue-47-remote-cluster.md). Off by default.
+    pub(crate) split_ahead: bool,
+}
+
+/// The remote options [`Reading`] takes (the store never sees them).
+pub(super) const READING_OPTIONS: &[&str] = &["split_ahead"];
+
+impl Reading {
+    fn of(name: &Path, options: &[(String, String)]) -> io::Result<Reading> {
+        let mut reading = Reading::default();
+        for (key, value) in options {
+            if key == "split_ahead" {
+                reading.split_ahead = match value.trim() {
+                    "true" | "on" | "yes" | "1" => true,
+                    "false" | "off" | "no" | "0" => false,
+                    _ => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidInput,
+                            format!(
+                                "{}: remote option split_ahead: {value:?} is not true or false",
+                                name.display()
+                            ),
+                        ))
+                    }
+                };
+            }
+        }
+        Ok(reading)
+    }
 }
 
 /// Open the object `info` describes (a stat or a listing the caller has just made) without
 /// a HEAD of its own (see [`opened`]); `Engine::open_entry` has refused a prefix already.
 pub(crate) fn open_known(info: &Entry, settings: &OpenSettings) -> io::Result<Opened> {
     let url = parsed(Path::new(&info.name), false)?;
+    let reading = Reading::of(Path::new(&url.shown), settings.remote_options)?;
     let (store, location) = store_and_location(&url, settings.remote_options)?;
-    Ok(opened(info, store, location))
+    Ok(opened(info, store, location, reading))
 }
 
 /// Open `location` in `store` as `name`: one HEAD for its size and version.
+#[cfg(test)]
 pub(crate) fn open_object(
     name: PathBuf,
     store: Arc<dyn ObjectStore>,
     location: ObjectPath,
 ) -> io::Result<Opened> {
+    open_object_as(name, store, location, Reading::default())
+}
+
+/// [`open_object`], its GETs going as `reading` says.
+fn open_object_as(
+    name: PathBuf,
+    store: Arc<dyn ObjectStore>,
+    location: ObjectPath,
+    reading: Reading,
+) -> io::Result<Opened> {
     let meta = runtime()?
         .block_on(store.head(&location))
         .map_err(|e| store_error(&name, "cannot open it", e))?;
     let info = object(name.to_string_lossy().into_owned(), &meta);
-    Ok(opened(&info, store, location))
+    Ok(opened(&info, store, location, reading))
 }
 
 /// The object `info` describes, pinned to that version: its size and ETag (a GET's
 /// `If-Match` fails if the object changed since), or, where the store gives no ETag, its size
 /// and Last-Modified.
-fn opened(info: &Entry, store: Arc<dyn ObjectStore>, location: ObjectPath) -> Opened {
+fn opened(
+    info: &Entry,
+    store: Arc<dyn ObjectStore>,
+    location: ObjectPath,
+    reading: Reading,
+) -> Opened {
     let (version, notes, unpinned) = match (&info.e_tag, info.modified_ns) {
         (Some(tag), _) => (fingerprint(tag.as_bytes()), Vec::new(), None),
         // object_store reads a missing Last-Modified as the epoch.
@@ -159,6 +216,7 @@ fn opened(info: &Entry, store: Arc<dyn ObjectStore>, location: ObjectPath) -> Op
             e_tag: info.e_tag.clone(),
             last_modified_ns: info.modified_ns,
             unpinned,
+            reading,
         }),
         notes,
     }

@@ -14,6 +14,8 @@ pub(super) struct RemoteSource {
     pub(super) last_modified_ns: i64,
     /// Why a change may go unseen: neither ETag nor Last-Modified to pin.
     pub(super) unpinned: Option<String>,
+    /// How its GETs go.
+    pub(super) reading: Reading,
 }
 
 /// What a GET's task hands the waiting thread, in order: the version answered, then the body.
@@ -217,8 +219,9 @@ impl Source for RemoteSource {
             return Ok(0);
         }
         // A read its reader waits for comes in parts, in parallel (see `parts`); a read
-        // ahead is one GET, the size its policy chose, beside the others it keeps in flight.
-        let parts = if op.kind == crate::policy::IoKind::Sync {
+        // ahead is one GET, the size its policy chose, beside the others it keeps in flight,
+        // unless `split_ahead` (see `Reading`).
+        let parts = if op.kind == crate::policy::IoKind::Sync || self.reading.split_ahead {
             parts(end - start)
         } else {
             1

@@ -3,7 +3,7 @@
 //! errors they end in, named by the object and never showing a secret.
 
 use super::*;
-use crate::os::PerProcess;
+use crate::per_process::PerProcess;
 
 /// The runtime every remote source's GETs run on: object_store is async; the engine's
 /// workers block on it. One per process: a child forked from a process that had one starts its
@@ -58,6 +58,8 @@ pub(super) fn retry_config(
                 let secs: f64 = value.trim_end_matches('s').parse().map_err(|_| bad())?;
                 config.retry_timeout = Duration::try_from_secs_f64(secs).map_err(|_| bad())?;
             }
+            // The source's own (`Reading`), not the store's.
+            k if READING_OPTIONS.contains(&k) => {}
             _ => rest.push((key.clone(), value.clone())),
         }
     }
