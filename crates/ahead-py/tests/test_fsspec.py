@@ -151,3 +151,21 @@ def test_an_open_after_a_stat_is_pinned_to_what_the_stat_saw(s3):
     assert "changed" in str(changed.value)
     fs.invalidate_cache(key)  # fsspec's way to see a change: the next open asks again
     assert fs.cat_file(key) == b"b" * 200_000
+
+
+def test_cat_ranges_reads_every_range_as_the_bytes_say(data, s3):
+    path, blob = data
+    remote = random_bytes(5 << 20, 41)
+    url = s3.put("fs/ranges.bin", remote)
+    local = AheadFileSystem()
+    starts, ends = [0, 4095, -100, 1 << 20, len(blob) - 10, 7], [100, 8193, None, (1 << 20) + 3, len(blob) + 50, 7]
+    got = local.cat_ranges([str(path)] * len(starts), starts, ends)
+    assert got == [blob[s:e] for s, e in zip(starts, ends)]
+    fs = AheadFileSystem(target_protocol="s3", **s3.s3fs_options)
+    key = url[len("s3://"):]
+    starts, ends = [3 << 20, 0, 1 << 20, 12345], [(3 << 20) + 4096, 1 << 20, 2 << 20, 99999]
+    assert fs.cat_ranges([key] * 4, starts, ends) == [remote[s:e] for s, e in zip(starts, ends)]
+    missing = fs.cat_ranges([f"{BUCKET}/fs/missing.bin", key], [0, 0], [10, 10])
+    assert isinstance(missing[0], FileNotFoundError) and missing[1] == remote[:10]
+    with pytest.raises(FileNotFoundError):
+        fs.cat_ranges([f"{BUCKET}/fs/missing.bin"], [0], [10], on_error="raise")

@@ -152,12 +152,59 @@ class AheadFileSystem(_Base):
 
     def cat_file(self, path, start=None, end=None, **kwargs):
         with self._open(path) as f:
-            size = len(f)
-            start = 0 if start is None else (start if start >= 0 else max(size + start, 0))
-            end = size if end is None else (end if end >= 0 else max(size + end, 0))
+            start, end = self._bounds(len(f), start, end)
             if end <= start:
                 return b""
             return f.pread(end - start, start)
+
+    def cat_ranges(self, paths, starts, ends, max_gap=None, on_error="return", **kwargs):
+        # fsspec's own reads them one after another (a round trip each, where s3fs's async
+        # client sends them at once); fsspec.parquet asks for a file's column chunks this way.
+        # Here every range is asked for ahead first (`willneed`: the engine's GETs all go out
+        # at once, under its budget), then each is read as it lands.
+        if not (len(paths) == len(starts) == len(ends)):
+            raise ValueError("cat_ranges: paths, starts and ends differ in length")
+        files, out = {}, []
+        try:
+            for path, start, end in zip(paths, starts, ends):
+                f = files.get(path)
+                if f is None:
+                    try:
+                        f = files[path] = self._open(path)
+                    except Exception as e:  # noqa: BLE001 - fsspec returns or raises it, as asked
+                        if on_error == "raise":
+                            raise
+                        files[path] = e
+                        continue
+                if isinstance(f, Exception):
+                    continue
+                lo, hi = self._bounds(len(f), start, end)
+                if hi > lo:
+                    f.advise("willneed", lo, hi - lo)
+            for path, start, end in zip(paths, starts, ends):
+                f = files[path]
+                if isinstance(f, Exception):
+                    out.append(f)
+                    continue
+                lo, hi = self._bounds(len(f), start, end)
+                try:
+                    out.append(f.pread(hi - lo, lo) if hi > lo else b"")
+                except Exception as e:  # noqa: BLE001
+                    if on_error == "raise":
+                        raise
+                    out.append(e)
+        finally:
+            for f in files.values():
+                if not isinstance(f, Exception):
+                    f.close()
+        return out
+
+    @staticmethod
+    def _bounds(size: int, start, end):
+        """`start` and `end` (None, or negative from the end) as offsets within `size`."""
+        start = 0 if start is None else (start if start >= 0 else max(size + start, 0))
+        end = size if end is None else (end if end >= 0 else max(size + end, 0))
+        return min(start, size), min(end, size)
 
     # -- metadata ---------------------------------------------------------------------------
 
@@ -180,7 +227,17 @@ class AheadFileSystem(_Base):
         if info["type"] == "file":
             entries = [info]
         else:
-            entries = [dict(e, name=self._name(e["name"])) for e in self.engine.ls(url)]
+            listed = self.engine.ls(url)
+            if self.target_protocol:
+                # A listing states its objects: an `info` or open of one soon after asks nothing
+                # again (a Parquet dataset is listed, then each file opened).
+                now = time.monotonic()
+                if len(self._stats) + len(listed) > 1024:
+                    self._stats.clear()
+                for e in listed:
+                    if e["type"] == "file":
+                        self._stats[e["name"]] = (now, e)
+            entries = [dict(e, name=self._name(e["name"])) for e in listed]
         return entries if detail else [e["name"] for e in entries]
 
     def invalidate_cache(self, path=None):
