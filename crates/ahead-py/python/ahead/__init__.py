@@ -377,8 +377,13 @@ _default_lock = threading.Lock()
 _Config = Tuple[Tuple[Tuple[str, str], ...], Tuple[Tuple[str, str], ...]]
 
 
-def _config_of(storage_options: Optional[Dict[str, Any]] = None, **given: Any) -> _Config:
-    """The configuration of an engine made with these arguments (types checked here)."""
+def _config_of(budget: Optional[Size] = None, policy: Optional[str] = None, backend: Optional[str] = None,
+               direct: bool = True, storage_options: Optional[Dict[str, Any]] = None,
+               budget_over_memory: bool = False, **settings: Any) -> _Config:
+    """The configuration of an engine made with these arguments, :class:`Engine`'s, with its
+    defaults (types checked here)."""
+    given = dict(budget=budget, policy=policy, backend=backend, direct=direct,
+                 budget_over_memory=budget_over_memory, **settings)
     options = {str(k): _option_text(v) for k, v in (storage_options or {}).items()}
     settings = tuple((key, _setting_text(key, value)) for key, value in given.items() if value is not None)
     return settings, tuple(sorted(options.items()))

@@ -97,8 +97,7 @@ class AheadFileSystem(_Base):
         self._engine = engine
         self._engine_config = None
         if engine is None and (budget is not None or policy is not None or backend is not None or store):
-            self._engine_config = _config_of(budget=budget, policy=policy, backend=backend, direct=True,
-                                             storage_options=store, budget_over_memory=False)
+            self._engine_config = _config_of(budget=budget, policy=policy, backend=backend, storage_options=store)
         # Objects stated in the last STAT_SECONDS, by URL: (when, info). pyarrow asks `info`
         # two or three times and opens twice per file read; each was a round trip.
         self._stats: Dict[str, Any] = {}
@@ -144,10 +143,10 @@ class AheadFileSystem(_Base):
         if mode != "rb":
             raise NotImplementedError(f"ahead is read-only: cannot open {path!r} with mode {mode!r}")
         url = self._url(path)
-        known = self._stats.get(url)
-        if known is not None and time.monotonic() - known[0] < STAT_SECONDS and known[1]["type"] == "file":
+        known = self._kept(url)
+        if known is not None and known["type"] == "file":
             # Just stated (pyarrow asks `info`, then opens): no second round trip.
-            return self.engine._open_known(known[1])
+            return self.engine._open_known(known)
         return self.engine.open(url, "rb", buffering=0)
 
     def cat_file(self, path, start=None, end=None, **kwargs):
@@ -212,14 +211,11 @@ class AheadFileSystem(_Base):
         # The engine says what a name is, local or remote (its one table of sources). A remote
         # answer is kept STAT_SECONDS, as pyarrow asks `info` and then opens: one round trip.
         url = self._url(path)
-        known = self._stats.get(url)
-        if known is None or time.monotonic() - known[0] >= STAT_SECONDS:
-            known = (time.monotonic(), self.engine.info(url))
-            if self.target_protocol:
-                if len(self._stats) >= 1024:
-                    self._stats.clear()
-                self._stats[url] = known
-        return dict(known[1], name=self._name(known[1]["name"]))
+        known = self._kept(url)
+        if known is None:
+            known = self.engine.info(url)
+            self._keep([(url, known)])
+        return dict(known, name=self._name(known["name"]))
 
     def ls(self, path, detail=True, **kwargs):
         url = self._url(path)
@@ -228,17 +224,26 @@ class AheadFileSystem(_Base):
             entries = [info]
         else:
             listed = self.engine.ls(url)
-            if self.target_protocol:
-                # A listing states its objects: an `info` or open of one soon after asks nothing
-                # again (a Parquet dataset is listed, then each file opened).
-                now = time.monotonic()
-                if len(self._stats) + len(listed) > 1024:
-                    self._stats.clear()
-                for e in listed:
-                    if e["type"] == "file":
-                        self._stats[e["name"]] = (now, e)
+            # A listing states its objects: an `info` or open of one soon after asks nothing
+            # again (a Parquet dataset is listed, then each file opened).
+            self._keep([(e["name"], e) for e in listed if e["type"] == "file"])
             entries = [dict(e, name=self._name(e["name"])) for e in listed]
         return entries if detail else [e["name"] for e in entries]
+
+    def _kept(self, url: str):
+        """The stat of ``url`` kept in the last STAT_SECONDS, or None."""
+        known = self._stats.get(url)
+        return known[1] if known is not None and time.monotonic() - known[0] < STAT_SECONDS else None
+
+    def _keep(self, stats) -> None:
+        """Keep remote objects' stats, ``(url, info)`` pairs (the last 1,024 or so)."""
+        if not self.target_protocol or not stats:
+            return
+        if len(self._stats) + len(stats) > 1024:
+            self._stats.clear()
+        now = time.monotonic()
+        for url, info in stats:
+            self._stats[url] = (now, info)
 
     def invalidate_cache(self, path=None):
         """Forget the stats kept for `path` (every path if None), as fsspec's listings caches

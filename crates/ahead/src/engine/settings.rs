@@ -114,7 +114,8 @@ fn at_least(bytes: u64, least: u64, says: &str) -> Result<u64, String> {
     }
 }
 
-fn switch(v: &str) -> Result<bool, String> {
+/// A switch's text: `true`/`false`, `on`/`off`, `yes`/`no`, `1`/`0`.
+pub(crate) fn switch(v: &str) -> Result<bool, String> {
     match v.to_ascii_lowercase().as_str() {
         "true" | "on" | "yes" | "1" => Ok(true),
         "false" | "off" | "no" | "0" => Ok(false),

@@ -122,21 +122,11 @@ impl ReadDriver for SimRead<'_> {
     }
 
     fn read_run(&mut self, run: PageRange) -> Poll<()> {
-        // One request for each stretch of the run's absent pages, as the engine claims them.
+        // One request for the run: its absent stretches each go to the device on their own, as
+        // the engine claims them (`Ctx::start_io`).
         let (mut ctx, _) = self.sim.ctx_for(self.file, self.handle);
         ctx.now_ns = self.now_ns;
-        let mut first = run.first;
-        while first < run.end {
-            let mut end = first + 1;
-            while end < run.end && !ctx.cache.contains(self.file, end) {
-                end += 1;
-            }
-            ctx.start_io(IoRequest::sync(first, end - first));
-            first = end;
-            while first < run.end && ctx.cache.contains(self.file, first) {
-                first += 1;
-            }
-        }
+        ctx.start_io(IoRequest::sync(run.first, run.end - run.first));
         ctx.cache.complete_reads();
         assert!(
             ctx.cache.contains(self.file, run.first),

@@ -115,19 +115,14 @@ impl Reading {
         let mut reading = Reading::default();
         for (key, value) in options {
             if key == "split_ahead" {
-                reading.split_ahead = match value.trim() {
-                    "true" | "on" | "yes" | "1" => true,
-                    "false" | "off" | "no" | "0" => false,
-                    _ => {
-                        return Err(io::Error::new(
+                // A switch as the engine's own settings take one.
+                reading.split_ahead =
+                    crate::engine::settings::switch(value.trim()).map_err(|why| {
+                        io::Error::new(
                             io::ErrorKind::InvalidInput,
-                            format!(
-                                "{}: remote option split_ahead: {value:?} is not true or false",
-                                name.display()
-                            ),
-                        ))
-                    }
-                };
+                            format!("{}: remote option split_ahead: {why}", name.display()),
+                        )
+                    })?;
             }
         }
         Ok(reading)
