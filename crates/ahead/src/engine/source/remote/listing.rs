@@ -3,13 +3,17 @@
 
 use super::*;
 
-/// An object at `url`, as the store's metadata describes it.
+/// An object at `url`, as the store's metadata describes it. An empty ETag (versitygw lists
+/// `<ETag></ETag>` for an object it has none for) is none: pinning to it would pin nothing.
 pub(super) fn object(url: String, meta: &ObjectMeta) -> Entry {
     Entry {
         name: url,
         size: meta.size,
         is_dir: false,
-        e_tag: meta.e_tag.clone(),
+        e_tag: meta
+            .e_tag
+            .clone()
+            .filter(|tag| !tag.trim_matches('"').is_empty()),
         modified_ns: meta.last_modified.timestamp_nanos_opt().unwrap_or(0),
     }
 }
@@ -29,7 +33,7 @@ pub(super) fn prefix(url: String) -> Entry {
 /// under a directory, that prefix.
 pub(super) fn stat(name: &Path, settings: &OpenSettings) -> io::Result<Entry> {
     let url = parsed(name, true)?;
-    let (store, location) = store_and_location(&url, settings.remote_options)?;
+    let (store, location, _) = store_and_location(&url, settings.remote_options)?;
     let (text, name) = (url.shown.as_str(), Path::new(&url.shown));
     let runtime = runtime()?;
     if !text.ends_with('/') && !location.as_ref().is_empty() {
@@ -65,7 +69,7 @@ pub(super) fn list(name: &Path, settings: &OpenSettings) -> io::Result<Vec<Entry
     }
     let shown = Path::new(&url.shown);
     let bucket = url.authority.as_str();
-    let (store, location) = store_and_location(&url, settings.remote_options)?;
+    let (store, location, _) = store_and_location(&url, settings.remote_options)?;
     let listed = runtime()?
         .block_on(store.list_with_delimiter(Some(&location)))
         .map_err(|e| store_error(shown, "cannot list it", e))?;

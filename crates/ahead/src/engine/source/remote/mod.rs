@@ -42,6 +42,7 @@
 //! rustls with ring, which the first open installs as rustls's process-wide crypto provider
 //! unless the program has installed its own.
 
+mod link_rate;
 mod listing;
 mod read;
 mod store;
@@ -66,6 +67,7 @@ use crate::engine::backend::ReadOp;
 use crate::engine::{Fallback, FallbackKind};
 use crate::units::PAGE_SIZE;
 
+use link_rate::LinkRate;
 use listing::*;
 use read::*;
 use store::*;
@@ -91,20 +93,32 @@ const REQUEST_KB: u64 = 8 << 10;
 fn open(name: &Path, settings: &OpenSettings) -> io::Result<Opened> {
     let url = parsed(name, false)?;
     let reading = Reading::of(name, settings.remote_options)?;
-    let (store, location) = store_and_location(&url, settings.remote_options)?;
-    open_object_as(PathBuf::from(&url.shown), store, location, reading)
+    let (store, location, link) = store_and_location(&url, settings.remote_options)?;
+    open_object_as(PathBuf::from(&url.shown), store, location, reading, link)
 }
 
 /// How an object's GETs go, from the remote options the source takes for itself (the rest
 /// are the store's).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Reading {
-    /// `split_ahead`: a read ahead goes in parallel parts, as a read its reader waits for
-    /// does ([`read::parts`]). More connections for the same bytes in flight: where each
-    /// connection is capped (an object store's tens of MB/s per connection) the link fills
-    /// with less memory; where one connection is not the limit, the GETs' cost per byte
-    /// grows (docs/bench-log/issue-47-remote-cluster.md). Off by default.
-    pub(crate) split_ahead: bool,
+    /// `split_ahead`: whether a read ahead goes in parallel parts, as a read its reader waits
+    /// for does. More connections for the same bytes in flight: where each connection is
+    /// capped (an object store's tens of MB/s per connection) the link fills with less
+    /// memory; where one connection is not the limit, the GETs' cost per byte grows
+    /// (docs/bench-log/issue-47-remote-cluster.md).
+    pub(crate) split_ahead: SplitAhead,
+}
+
+/// The remote option `split_ahead`: `auto` (the default), `true` or `false`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum SplitAhead {
+    /// As the store's connections are measured to want ([`LinkRate::ahead_parts`]).
+    #[default]
+    Auto,
+    /// Always, in parts of `PART_BYTES` ([`read::parts`]).
+    Always,
+    /// Never: a read ahead is one GET.
+    Never,
 }
 
 /// The remote options [`Reading`] takes (the store never sees them).
@@ -115,14 +129,23 @@ impl Reading {
         let mut reading = Reading::default();
         for (key, value) in options {
             if key == "split_ahead" {
-                // A switch as the engine's own settings take one.
-                reading.split_ahead =
-                    crate::engine::settings::switch(value.trim()).map_err(|why| {
-                        io::Error::new(
-                            io::ErrorKind::InvalidInput,
-                            format!("{}: remote option split_ahead: {why}", name.display()),
-                        )
-                    })?;
+                // `auto`, or a switch as the engine's own settings take one.
+                reading.split_ahead = match value.trim() {
+                    "auto" => SplitAhead::Auto,
+                    value => match crate::engine::settings::switch(value) {
+                        Ok(true) => SplitAhead::Always,
+                        Ok(false) => SplitAhead::Never,
+                        Err(why) => {
+                            return Err(io::Error::new(
+                                io::ErrorKind::InvalidInput,
+                                format!(
+                                    "{}: remote option split_ahead: {why} (or auto)",
+                                    name.display()
+                                ),
+                            ))
+                        }
+                    },
+                };
             }
         }
         Ok(reading)
@@ -134,8 +157,8 @@ impl Reading {
 pub(crate) fn open_known(info: &Entry, settings: &OpenSettings) -> io::Result<Opened> {
     let url = parsed(Path::new(&info.name), false)?;
     let reading = Reading::of(Path::new(&url.shown), settings.remote_options)?;
-    let (store, location) = store_and_location(&url, settings.remote_options)?;
-    Ok(opened(info, store, location, reading))
+    let (store, location, link) = store_and_location(&url, settings.remote_options)?;
+    Ok(opened(info, store, location, reading, link))
 }
 
 /// Open `location` in `store` as `name`: one HEAD for its size and version.
@@ -145,7 +168,7 @@ pub(crate) fn open_object(
     store: Arc<dyn ObjectStore>,
     location: ObjectPath,
 ) -> io::Result<Opened> {
-    open_object_as(name, store, location, Reading::default())
+    open_object_as(name, store, location, Reading::default(), Arc::default())
 }
 
 /// [`open_object`], its GETs going as `reading` says.
@@ -154,12 +177,13 @@ fn open_object_as(
     store: Arc<dyn ObjectStore>,
     location: ObjectPath,
     reading: Reading,
+    link: Arc<LinkRate>,
 ) -> io::Result<Opened> {
     let meta = runtime()?
         .block_on(store.head(&location))
         .map_err(|e| store_error(&name, "cannot open it", e))?;
     let info = object(name.to_string_lossy().into_owned(), &meta);
-    Ok(opened(&info, store, location, reading))
+    Ok(opened(&info, store, location, reading, link))
 }
 
 /// The object `info` describes, pinned to that version: its size and ETag (a GET's
@@ -170,7 +194,16 @@ fn opened(
     store: Arc<dyn ObjectStore>,
     location: ObjectPath,
     reading: Reading,
+    link: Arc<LinkRate>,
 ) -> Opened {
+    // An empty ETag (as a listing may give, or a caller pass on) pins nothing: none.
+    let info = &Entry {
+        e_tag: info
+            .e_tag
+            .clone()
+            .filter(|tag| !tag.trim_matches('"').is_empty()),
+        ..info.clone()
+    };
     let (version, notes, unpinned) = match (&info.e_tag, info.modified_ns) {
         (Some(tag), _) => (fingerprint(tag.as_bytes()), Vec::new(), None),
         // object_store reads a missing Last-Modified as the epoch.
@@ -212,6 +245,7 @@ fn opened(
             last_modified_ns: info.modified_ns,
             unpinned,
             reading,
+            link,
         }),
         notes,
     }

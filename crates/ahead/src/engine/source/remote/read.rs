@@ -16,6 +16,8 @@ pub(super) struct RemoteSource {
     pub(super) unpinned: Option<String>,
     /// How its GETs go.
     pub(super) reading: Reading,
+    /// What its store's connections give, measured on every GET.
+    pub(super) link: Arc<LinkRate>,
 }
 
 /// What a GET's task hands the waiting thread, in order: the version answered, then the body.
@@ -51,15 +53,18 @@ pub(super) fn parts(bytes: u64) -> u64 {
 
 impl RemoteSource {
     /// Whether an answer of `size` bytes with `e_tag` and `last_modified_ns` is of another
-    /// version than the one opened: its size, or its ETag where both have one, or (with no
-    /// ETag at open) its Last-Modified where both have one.
+    /// version than the one opened: its size, or its ETag where both have one, or else its
+    /// Last-Modified where both have one (an answer without the ETag its listing gave is
+    /// still held to the time).
     fn changed(&self, e_tag: &Option<String>, size: u64, last_modified_ns: i64) -> bool {
+        let e_tag = e_tag
+            .as_ref()
+            .filter(|tag| !tag.trim_matches('"').is_empty());
         size != self.size
             || match (&self.e_tag, e_tag) {
                 (Some(opened), Some(now)) => opened != now,
-                (Some(_), None) => false,
                 // To the second: an HTTP date's, though a listing may have given finer.
-                (None, _) => {
+                _ => {
                     const SECOND: i64 = 1_000_000_000;
                     self.last_modified_ns != 0
                         && last_modified_ns != 0
@@ -106,9 +111,10 @@ impl RemoteSource {
                 ..GetOptions::default()
             };
             let (store, location) = (self.store.clone(), self.location.clone());
-            let pieces = pieces.clone();
+            let (pieces, link) = (pieces.clone(), self.link.clone());
             runtime()?.spawn(async move {
                 use futures_util::StreamExt;
+                let sent = std::time::Instant::now();
                 let got = match store.get_opts(&location, options).await {
                     Ok(got) => got,
                     Err(e) => return drop(pieces.send((index, Err(e))).await),
@@ -121,13 +127,17 @@ impl RemoteSource {
                 if pieces.send((index, Ok(version))).await.is_err() {
                     return; // the reader gave up
                 }
+                let first_byte = sent.elapsed();
                 let mut body = got.into_stream();
+                let mut streamed = 0;
                 while let Some(piece) = body.next().await {
                     let failed = piece.is_err();
+                    streamed += piece.as_ref().map_or(0, |b| b.len() as u64);
                     if pieces.send((index, piece.map(Piece::Body))).await.is_err() || failed {
                         return;
                     }
                 }
+                link.record(first_byte, streamed, sent.elapsed() - first_byte);
             });
         }
         drop(pieces);
@@ -219,12 +229,12 @@ impl Source for RemoteSource {
             return Ok(0);
         }
         // A read its reader waits for comes in parts, in parallel (see `parts`); a read
-        // ahead is one GET, the size its policy chose, beside the others it keeps in flight,
-        // unless `split_ahead` (see `Reading`).
-        let parts = if op.kind == crate::policy::IoKind::Sync || self.reading.split_ahead {
-            parts(end - start)
-        } else {
-            1
+        // ahead, the size its policy chose, beside the others it keeps in flight, as many
+        // parts as the store's connections want (see `Reading`, `LinkRate`).
+        let parts = match (op.kind, self.reading.split_ahead) {
+            (crate::policy::IoKind::Sync, _) | (_, SplitAhead::Always) => parts(end - start),
+            (_, SplitAhead::Auto) => self.link.ahead_parts(end - start),
+            (_, SplitAhead::Never) => 1,
         };
         let mut copied = 0;
         self.get(start, end, parts, &mut |at, piece| {

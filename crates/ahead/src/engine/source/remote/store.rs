@@ -82,11 +82,12 @@ pub(super) fn parsed(name: &Path, prefix: bool) -> io::Result<url::ObjectUrl> {
     url::parse(text, prefix).map_err(|why| bad_url(name, &why))
 }
 
-/// The store `url` is in (built, or shared with earlier opens) and its place there.
+/// The store `url` is in (built, or shared with earlier opens), its place there, and what the
+/// store's connections have been measured to give.
 pub(super) fn store_and_location(
     url: &url::ObjectUrl,
     remote_options: &[(String, String)],
-) -> io::Result<(Arc<dyn ObjectStore>, ObjectPath)> {
+) -> io::Result<(Arc<dyn ObjectStore>, ObjectPath, Arc<LinkRate>)> {
     install_tls_provider();
     let name = Path::new(&url.shown);
     let (retry, options) = retry_config(name, remote_options)?;
@@ -96,7 +97,7 @@ pub(super) fn store_and_location(
         None => url.place.clone(),
     };
     Ok(if url.scheme == url::Scheme::S3 {
-        let store = shared_store(place, remote_options, || {
+        let (store, link) = shared_store(place, remote_options, || {
             let mut builder = AmazonS3Builder::from_env()
                 .with_bucket_name(&url.authority)
                 .with_retry(retry.clone());
@@ -117,9 +118,9 @@ pub(super) fn store_and_location(
                 .map_err(|e| store_error(name, "cannot reach it", e))?;
             Ok(Arc::new(store))
         })?;
-        (store, ObjectPath::from(url.key.as_str()))
+        (store, ObjectPath::from(url.key.as_str()), link)
     } else {
-        let store = shared_store(place, remote_options, || {
+        let (store, link) = shared_store(place, remote_options, || {
             let mut client = ClientOptions::new().with_allow_http(url.scheme == url::Scheme::Http);
             for (key, value) in options.iter() {
                 let parsed: ClientConfigKey = key.parse().map_err(|_| unknown_option(name, key))?;
@@ -138,7 +139,7 @@ pub(super) fn store_and_location(
         })?;
         let location =
             ObjectPath::parse(url.key.as_str()).map_err(|e| bad_url(name, &e.to_string()))?;
-        (store, location)
+        (store, location, link)
     })
 }
 
@@ -162,20 +163,21 @@ pub(super) fn basic_auth(user: &str, password: &str) -> reqwest::header::HeaderM
 /// printed: the keys hold the options, credentials among them.
 pub(super) type StoreKey = (String, Vec<(String, String)>, Vec<(String, String)>);
 
-/// A store kept for reuse, by what it was built for.
-type KeptStore = (StoreKey, Arc<dyn ObjectStore>);
+/// A store kept for reuse, by what it was built for, with its connections' measures.
+type KeptStore = (StoreKey, Arc<dyn ObjectStore>, Arc<LinkRate>);
 
 /// How many stores are kept; past it they are all let go (their clients close when the
 /// last object open on them closes).
 pub(super) const STORES_KEPT: usize = 32;
 
 /// The store for `place` (`s3://bucket` or an origin) with `options`, from those built before
-/// under the same `AWS_*` environment, or `build` it.
+/// under the same `AWS_*` environment, or `build` it; with what its connections were measured
+/// to give.
 pub(super) fn shared_store(
     place: String,
     options: &[(String, String)],
     build: impl FnOnce() -> io::Result<Arc<dyn ObjectStore>>,
-) -> io::Result<Arc<dyn ObjectStore>> {
+) -> io::Result<(Arc<dyn ObjectStore>, Arc<LinkRate>)> {
     // One table per process: a store's client belongs to its process's runtime.
     static STORES: PerProcess<Mutex<Vec<KeptStore>>> = PerProcess::new();
     let aws_env: Vec<(String, String)> = std::env::vars()
@@ -186,15 +188,15 @@ pub(super) fn shared_store(
         .get_or_init(|| Mutex::new(Vec::new()))
         .lock()
         .unwrap_or_else(|e| e.into_inner());
-    if let Some((_, store)) = stores.iter().find(|(k, _)| *k == key) {
-        return Ok(store.clone());
+    if let Some((_, store, link)) = stores.iter().find(|(k, _, _)| *k == key) {
+        return Ok((store.clone(), link.clone()));
     }
-    let store = build()?;
+    let (store, link) = (build()?, Arc::new(LinkRate::default()));
     if stores.len() >= STORES_KEPT {
         stores.clear();
     }
-    stores.push((key, store.clone()));
-    Ok(store)
+    stores.push((key, store.clone(), link.clone()));
+    Ok((store, link))
 }
 
 pub(super) fn unknown_option(name: &Path, key: &str) -> io::Error {
