@@ -148,6 +148,50 @@ pub(crate) struct CatArgs {
     pub(crate) option: Vec<String>,
 }
 
+#[cfg(feature = "mount")]
+#[derive(Args)]
+pub(crate) struct MountArgs {
+    /// What to mount: s3://bucket[/prefix], or a local directory (read with O_DIRECT through
+    /// the engine).
+    pub(crate) source: String,
+    /// An empty directory to mount it on.
+    pub(crate) mountpoint: PathBuf,
+    /// Memory budget of the engine's cache, shared by every open file (a hard limit).
+    #[arg(long, default_value = "512m")]
+    pub(crate) budget: String,
+    /// Readahead policy of every open file.
+    #[arg(long, default_value = ahead::engine::DEFAULT_POLICY)]
+    pub(crate) policy: String,
+    /// I/O backend: auto (io_uring if it works, else threads), uring, threads or sync.
+    #[arg(long, default_value = "auto")]
+    pub(crate) engine: String,
+    /// Take a --budget above the memory this process can have (refused otherwise).
+    #[arg(long)]
+    pub(crate) budget_over_memory: bool,
+    /// Go to the background once mounted (the command returns; the mount stays until
+    /// `umount` or `fusermount3 -u`).
+    #[arg(short = 'd', long)]
+    pub(crate) background: bool,
+    /// Print a line of the engine's counters to stderr this often (10s, 1m).
+    #[arg(long)]
+    pub(crate) stats_every: Option<String>,
+    /// FUSE session threads (default: one per CPU).
+    #[arg(long)]
+    pub(crate) threads: Option<usize>,
+    /// Any engine setting by name, KEY=VALUE, as `ahead cat -o` takes it (repeatable).
+    #[arg(short = 'o', long = "option", value_name = "KEY=VALUE")]
+    pub(crate) option: Vec<String>,
+}
+
+#[derive(Args)]
+pub(crate) struct StatsArgs {
+    /// A directory `ahead mount` serves.
+    pub(crate) mountpoint: PathBuf,
+    /// Print the statistics as JSON, as the mount's `.ahead/stats.json` holds them.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
 #[derive(Args, Clone)]
 pub(crate) struct ModelArgs {
     /// Policy to run, or 'all'.

@@ -57,6 +57,12 @@ enum Command {
     /// Benchmark readahead on real I/O: the kernel, O_DIRECT, the engine's policies and the
     /// device's own limit, on the same file, cold, repeated, side by side.
     Bench(BenchArgs),
+    /// Mount an S3 prefix or a local directory read-only with FUSE: every program's reads go
+    /// through one engine, its readahead and one memory budget.
+    #[cfg(feature = "mount")]
+    Mount(MountArgs),
+    /// Print the statistics of a directory `ahead mount` serves.
+    Stats(StatsArgs),
 }
 
 /// Whether the standard output was closed when the process started (`ahead cat F >&-`). The
@@ -112,6 +118,9 @@ fn main() -> ExitCode {
         Command::Trace(a) => cmd_trace(a),
         Command::Compare(a) => cmd_compare(a),
         Command::Cat(a) => cmd_cat(a),
+        #[cfg(feature = "mount")]
+        Command::Mount(a) => cmd_mount(a),
+        Command::Stats(a) => cmd_stats(a),
         Command::Bench(a) => cmd_bench(a),
     };
     match outcome {

@@ -6,15 +6,21 @@ use crate::*;
 mod bench;
 mod cat;
 mod compare;
+#[cfg(feature = "mount")]
+mod mount;
 mod replay;
 mod sim;
+mod stats;
 mod trace;
 
 pub(crate) use bench::*;
 pub(crate) use cat::*;
 pub(crate) use compare::*;
+#[cfg(feature = "mount")]
+pub(crate) use mount::*;
 pub(crate) use replay::*;
 pub(crate) use sim::*;
+pub(crate) use stats::*;
 pub(crate) use trace::*;
 
 pub(crate) fn json_text(v: &serde_json::Value) -> String {

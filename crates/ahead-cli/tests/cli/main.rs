@@ -5,7 +5,11 @@ use std::process::{Command, Output};
 
 mod bench;
 mod cat;
+#[cfg(feature = "mount")]
+mod mount;
 mod replay;
+#[path = "../../../ahead/tests/common/servers.rs"]
+mod servers;
 mod sim;
 
 fn ahead(args: &[&str]) -> Output {

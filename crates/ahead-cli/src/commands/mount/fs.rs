@@ -1,0 +1,564 @@
+//! The mounted tree: FUSE's calls answered from the engine's namespace (`Engine::stat`,
+//! `list`, `open_entry`) and its reads.
+//!
+//! **Names.** Every node is an [`Entry`] of the source (a file or an object, a directory or a
+//! prefix) and an inode number, kept for the mount's life (a name seen once keeps its number,
+//! as a kernel expects between `lookup`s). A directory's listing is kept for
+//! [`LISTING_TTL`]: `ls`, then `stat` of each name, then `open` make one listing, not a HEAD
+//! per name, and the `open` pins the version the listing saw (its ETag), with no request of
+//! its own. A name looked up in a directory not listed lately is a `stat` of that name.
+//!
+//! **Reads.** One engine, one budget, for every handle; each open is a file of the engine with
+//! its own policy state, so two programs reading one object at different places are two
+//! streams, as two opens through the library are. A read is `File::read_at` into a buffer of
+//! the session thread's, looped to the size asked for or the end.
+//!
+//! **The kernel's cache and readahead.** Files are not opened `direct_io`: every read of the
+//! program would then be a round trip through FUSE (a 4 KiB reader pays ~20 us a read), and
+//! mmap would be refused. The kernel's page cache stays in front, and its readahead for the
+//! mount is cut to [`KERNEL_READAHEAD_BYTES`] (`max_readahead` at `init`): enough that a
+//! 4 KiB reader costs one FUSE read per 128 KiB, small enough that the kernel never decides
+//! what is fetched from the source: a random read arrives as its own pages (the kernel reads
+//! a lone miss as it is), a sequential one as 128 KiB reads in order, and the engine's policy
+//! sizes every request to storage from what it sees. The kernel fetches each page from the
+//! engine at most once per open (no `keep_cache`: an open starts with the kernel's copy
+//! dropped, so a local file changed between opens is read afresh; the engine's own cache, which
+//! checks a file's version, keeps what it fetched).
+//!
+//! **Errors.** An I/O or network error is the read's `EIO` (or the errno the source gave),
+//! with a line on stderr naming the file; a changed object is `EIO` and a line that says so,
+//! never bytes of two versions. Writes are refused: the mount is read-only.
+
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use ahead::engine::{Engine, Entry, File};
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    KernelConfig, LockOwner, OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, Request,
+};
+
+/// How long a directory's listing, and the attributes the kernel caches, are trusted.
+pub(crate) const LISTING_TTL: Duration = Duration::from_secs(5);
+
+/// The kernel's readahead on the mount's files (see the module comment).
+pub(crate) const KERNEL_READAHEAD_BYTES: u32 = 128 << 10;
+
+use crate::commands::{STATS_DIR, STATS_FILE};
+
+const ROOT: u64 = 1;
+const STATS_DIR_INO: u64 = 2;
+const STATS_FILE_INO: u64 = 3;
+/// The first inode number of a source's name.
+const FIRST_INO: u64 = 4;
+
+/// A directory's children: each name and its inode, in the listing's order.
+type Children = Arc<Vec<(OsString, u64)>>;
+
+/// One name of the source.
+struct Node {
+    entry: Entry,
+    /// Its children by name, as last listed, and when (directories only).
+    listed: Option<(Instant, Children)>,
+}
+
+#[derive(Default)]
+struct Names {
+    nodes: HashMap<u64, Node>,
+    by_name: HashMap<String, u64>,
+    next: u64,
+}
+
+impl Names {
+    /// The inode of `entry`, numbered on first sight; its entry updated to what was seen now.
+    fn number(&mut self, entry: Entry) -> u64 {
+        if let Some(&ino) = self.by_name.get(&entry.name) {
+            let node = self.nodes.get_mut(&ino).expect("numbered names have nodes");
+            node.entry = entry;
+            return ino;
+        }
+        let ino = self.next;
+        self.next += 1;
+        self.by_name.insert(entry.name.clone(), ino);
+        self.nodes.insert(
+            ino,
+            Node {
+                entry,
+                listed: None,
+            },
+        );
+        ino
+    }
+}
+
+/// What the mount counts beside the engine's statistics.
+#[derive(Default, serde::Serialize)]
+pub(crate) struct MountCounters {
+    pub(crate) lookups: AtomicU64,
+    pub(crate) listings: AtomicU64,
+    pub(crate) opens: AtomicU64,
+    pub(crate) open_handles: AtomicU64,
+    pub(crate) reads: AtomicU64,
+    pub(crate) bytes_read: AtomicU64,
+    pub(crate) read_errors: AtomicU64,
+}
+
+/// The mounted filesystem.
+pub(crate) struct AheadFs {
+    engine: Engine,
+    /// The source's root as given (`s3://bucket/prefix/`, a local directory).
+    root_name: String,
+    names: Mutex<Names>,
+    files: Mutex<HashMap<u64, Arc<File>>>,
+    dirs: Mutex<HashMap<u64, Children>>,
+    next_handle: AtomicU64,
+    pub(crate) counters: Arc<MountCounters>,
+    uid: u32,
+    gid: u32,
+    started: SystemTime,
+}
+
+/// The errno for `e` (its own where the OS gave one).
+fn errno_of(e: &io::Error) -> Errno {
+    match e.raw_os_error() {
+        Some(code) => Errno::from_i32(code),
+        None => match e.kind() {
+            io::ErrorKind::NotFound => Errno::ENOENT,
+            io::ErrorKind::PermissionDenied => Errno::EACCES,
+            io::ErrorKind::IsADirectory => Errno::EISDIR,
+            io::ErrorKind::InvalidInput => Errno::EINVAL,
+            _ => Errno::EIO,
+        },
+    }
+}
+
+/// The last part of `name` (a path or a URL; a prefix's trailing `/` dropped).
+fn base_name(name: &str) -> &str {
+    let name = name.trim_end_matches('/');
+    name.rsplit('/').next().unwrap_or(name)
+}
+
+/// The name of `child` under the directory named `dir`.
+fn child_name(dir: &str, child: &str) -> String {
+    if dir.ends_with('/') {
+        format!("{dir}{child}")
+    } else {
+        format!("{dir}/{child}")
+    }
+}
+
+impl AheadFs {
+    /// The tree of `root` (a directory or a prefix, as `engine.stat` found it).
+    pub(crate) fn new(engine: Engine, root: Entry) -> AheadFs {
+        let mut names = Names {
+            next: FIRST_INO,
+            ..Names::default()
+        };
+        let root_name = root.name.clone();
+        names.by_name.insert(root.name.clone(), ROOT);
+        names.nodes.insert(
+            ROOT,
+            Node {
+                entry: root,
+                listed: None,
+            },
+        );
+        AheadFs {
+            engine,
+            root_name,
+            names: Mutex::new(names),
+            files: Mutex::default(),
+            dirs: Mutex::default(),
+            next_handle: AtomicU64::new(1),
+            counters: Arc::default(),
+            // SAFETY: getuid and getgid cannot fail.
+            uid: unsafe { libc::getuid() },
+            gid: unsafe { libc::getgid() },
+            started: SystemTime::now(),
+        }
+    }
+
+    /// The engine's statistics and the mount's counters, as JSON text.
+    pub(crate) fn stats_json(&self) -> String {
+        stats_json(&self.engine, &self.counters, &self.root_name)
+    }
+
+    fn attr(&self, ino: u64, entry: &Entry) -> FileAttr {
+        let mtime = if entry.modified_ns > 0 {
+            UNIX_EPOCH + Duration::from_nanos(entry.modified_ns as u64)
+        } else {
+            self.started
+        };
+        self.attr_of(ino, entry.is_dir, entry.size, mtime)
+    }
+
+    fn attr_of(&self, ino: u64, is_dir: bool, size: u64, mtime: SystemTime) -> FileAttr {
+        FileAttr {
+            ino: INodeNo(ino),
+            size,
+            blocks: size.div_ceil(512),
+            atime: mtime,
+            mtime,
+            ctime: mtime,
+            crtime: mtime,
+            kind: if is_dir {
+                FileType::Directory
+            } else {
+                FileType::RegularFile
+            },
+            perm: if is_dir { 0o555 } else { 0o444 },
+            nlink: if is_dir { 2 } else { 1 },
+            uid: self.uid,
+            gid: self.gid,
+            rdev: 0,
+            flags: 0,
+            blksize: 1 << 20,
+        }
+    }
+
+    fn stats_attr(&self, ino: u64) -> FileAttr {
+        match ino {
+            STATS_DIR_INO => self.attr_of(ino, true, 0, self.started),
+            _ => self.attr_of(
+                ino,
+                false,
+                self.stats_json().len() as u64,
+                SystemTime::now(),
+            ),
+        }
+    }
+
+    /// `dir`'s children, from its listing if that is recent, else listed now.
+    fn children(&self, dir: u64) -> io::Result<Children> {
+        let name = {
+            let names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+            let node = names
+                .nodes
+                .get(&dir)
+                .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?;
+            if !node.entry.is_dir {
+                return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
+            }
+            if let Some((at, children)) = &node.listed {
+                if at.elapsed() < LISTING_TTL {
+                    return Ok(children.clone());
+                }
+            }
+            node.entry.name.clone()
+        };
+        // Listed without the lock held: a listing is a round trip or more.
+        self.counters.listings.fetch_add(1, Ordering::Relaxed);
+        let listed = self.engine.list(&name)?;
+        let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        let children: Vec<(OsString, u64)> = listed
+            .into_iter()
+            // A listing of a prefix may name the prefix itself (an S3 "directory marker").
+            .filter(|e| e.name.trim_end_matches('/') != name.trim_end_matches('/'))
+            .map(|e| (OsString::from(base_name(&e.name)), e))
+            .filter(|(base, _)| !base.is_empty())
+            .map(|(base, e)| (base, names.number(e)))
+            .collect();
+        let children = Arc::new(children);
+        if let Some(node) = names.nodes.get_mut(&dir) {
+            node.listed = Some((Instant::now(), children.clone()));
+        }
+        Ok(children)
+    }
+
+    fn entry_of(&self, ino: u64) -> Option<Entry> {
+        let names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        names.nodes.get(&ino).map(|n| n.entry.clone())
+    }
+
+    /// `name` under `parent`: from the parent's recent listing, or a stat of its own.
+    fn look_up(&self, parent: u64, name: &OsStr) -> io::Result<(u64, Entry)> {
+        let (parent_name, recent) = {
+            let names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+            let node = names
+                .nodes
+                .get(&parent)
+                .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?;
+            let recent = node
+                .listed
+                .as_ref()
+                .filter(|(at, _)| at.elapsed() < LISTING_TTL)
+                .map(|(_, c)| c.clone());
+            (node.entry.name.clone(), recent)
+        };
+        if let Some(children) = recent {
+            return match children.iter().find(|(n, _)| n == name) {
+                Some(&(_, ino)) => Ok((ino, self.entry_of(ino).expect("listed names have nodes"))),
+                None => Err(io::Error::from_raw_os_error(libc::ENOENT)),
+            };
+        }
+        let text = name
+            .to_str()
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?;
+        let entry = self.engine.stat(child_name(&parent_name, text))?;
+        let ino = self
+            .names
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .number(entry.clone());
+        Ok((ino, entry))
+    }
+
+    fn read_file(&self, file: &File, offset: u64, size: usize) -> io::Result<Vec<u8>> {
+        let len = file.len();
+        let want = (size as u64).min(len.saturating_sub(offset)) as usize;
+        let mut buf = vec![0u8; want];
+        let mut done = 0;
+        while done < want {
+            let n = file.read_at(&mut buf[done..], offset + done as u64)?;
+            if n == 0 {
+                break;
+            }
+            done += n;
+        }
+        buf.truncate(done);
+        Ok(buf)
+    }
+}
+
+/// The engine's statistics and a mount's counters, as the stats file holds them.
+pub(crate) fn stats_json(engine: &Engine, counters: &MountCounters, source: &str) -> String {
+    let value = serde_json::json!({
+        "source": source,
+        "mount": counters,
+        "engine": engine.stats(),
+    });
+    let mut text = serde_json::to_string_pretty(&value).expect("stats serialize");
+    text.push('\n');
+    text
+}
+
+impl Filesystem for AheadFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        // The kernel may offer less than asked; then its own figure stands.
+        let _ = config.set_max_readahead(KERNEL_READAHEAD_BYTES);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.counters.lookups.fetch_add(1, Ordering::Relaxed);
+        let parent = u64::from(parent);
+        if parent == ROOT && name == STATS_DIR {
+            return reply.entry(
+                &Duration::ZERO,
+                &self.stats_attr(STATS_DIR_INO),
+                Generation(0),
+            );
+        }
+        if parent == STATS_DIR_INO {
+            return match name == STATS_FILE {
+                true => reply.entry(
+                    &Duration::ZERO,
+                    &self.stats_attr(STATS_FILE_INO),
+                    Generation(0),
+                ),
+                false => reply.error(Errno::ENOENT),
+            };
+        }
+        match self.look_up(parent, name) {
+            Ok((ino, entry)) => reply.entry(&LISTING_TTL, &self.attr(ino, &entry), Generation(0)),
+            Err(e) => {
+                if e.kind() != io::ErrorKind::NotFound && e.raw_os_error() != Some(libc::ENOENT) {
+                    eprintln!("ahead mount: lookup of {}: {e}", name.to_string_lossy());
+                }
+                reply.error(errno_of(&e))
+            }
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let ino = u64::from(ino);
+        if ino == STATS_DIR_INO || ino == STATS_FILE_INO {
+            return reply.attr(&Duration::ZERO, &self.stats_attr(ino));
+        }
+        match self.entry_of(ino) {
+            Some(entry) => reply.attr(&LISTING_TTL, &self.attr(ino, &entry)),
+            None => reply.error(Errno::ENOENT),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if flags.acc_mode() != OpenAccMode::O_RDONLY {
+            return reply.error(Errno::EROFS);
+        }
+        let ino = u64::from(ino);
+        if ino == STATS_FILE_INO {
+            // Its size changes with every read of it: read as a stream, past the kernel's cache.
+            return reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO);
+        }
+        let Some(entry) = self.entry_of(ino) else {
+            return reply.error(Errno::ENOENT);
+        };
+        self.counters.opens.fetch_add(1, Ordering::Relaxed);
+        match self.engine.open_entry(&entry) {
+            Ok(file) => {
+                let fh = self.next_handle.fetch_add(1, Ordering::Relaxed);
+                self.files
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(fh, Arc::new(file));
+                self.counters.open_handles.fetch_add(1, Ordering::Relaxed);
+                reply.opened(FileHandle(fh), FopenFlags::empty())
+            }
+            Err(e) => {
+                eprintln!("ahead mount: open: {e}");
+                reply.error(errno_of(&e))
+            }
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        if u64::from(ino) == STATS_FILE_INO {
+            let text = self.stats_json();
+            let bytes = text.as_bytes();
+            let from = (offset as usize).min(bytes.len());
+            let to = (from + size as usize).min(bytes.len());
+            return reply.data(&bytes[from..to]);
+        }
+        let file = self
+            .files
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&u64::from(fh))
+            .cloned();
+        let Some(file) = file else {
+            return reply.error(Errno::EBADF);
+        };
+        self.counters.reads.fetch_add(1, Ordering::Relaxed);
+        match self.read_file(&file, offset, size as usize) {
+            Ok(bytes) => {
+                self.counters
+                    .bytes_read
+                    .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                reply.data(&bytes)
+            }
+            Err(e) => {
+                self.counters.read_errors.fetch_add(1, Ordering::Relaxed);
+                eprintln!("ahead mount: read of {} bytes at {offset}: {e}", size);
+                reply.error(errno_of(&e))
+            }
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let removed = self
+            .files
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&u64::from(fh));
+        if removed.is_some() {
+            self.counters.open_handles.fetch_sub(1, Ordering::Relaxed);
+        }
+        reply.ok()
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let ino = u64::from(ino);
+        let children = if ino == STATS_DIR_INO {
+            Ok(Arc::new(vec![(OsString::from(STATS_FILE), STATS_FILE_INO)]))
+        } else {
+            self.children(ino)
+        };
+        match children {
+            Ok(children) => {
+                let fh = self.next_handle.fetch_add(1, Ordering::Relaxed);
+                self.dirs
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(fh, children);
+                reply.opened(FileHandle(fh), FopenFlags::empty())
+            }
+            Err(e) => {
+                eprintln!("ahead mount: list: {e}");
+                reply.error(errno_of(&e))
+            }
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let children = self
+            .dirs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&u64::from(fh))
+            .cloned();
+        let Some(children) = children else {
+            return reply.error(Errno::EBADF);
+        };
+        let names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        let kind_of = |child: u64| match child {
+            STATS_DIR_INO => FileType::Directory,
+            STATS_FILE_INO => FileType::RegularFile,
+            _ => match names.nodes.get(&child).is_some_and(|n| n.entry.is_dir) {
+                true => FileType::Directory,
+                false => FileType::RegularFile,
+            },
+        };
+        let ino = u64::from(ino);
+        let mut all: Vec<(u64, FileType, &OsStr)> = vec![
+            (ino, FileType::Directory, OsStr::new(".")),
+            (ROOT, FileType::Directory, OsStr::new("..")),
+        ];
+        all.extend(
+            children
+                .iter()
+                .map(|(n, c)| (*c, kind_of(*c), n.as_os_str())),
+        );
+        for (i, (child, kind, name)) in all.into_iter().enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(child), (i + 1) as u64, kind, name) {
+                break;
+            }
+        }
+        reply.ok()
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.dirs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&u64::from(fh));
+        reply.ok()
+    }
+}

@@ -1,0 +1,326 @@
+//! `ahead mount SOURCE MOUNTPOINT`: an S3 prefix or a local directory, read-only through FUSE,
+//! every program's reads going through one engine (its readahead, one memory budget). The
+//! tree and its reads are in `fs`; this module builds the engine, mounts, and stays until
+//! unmounted.
+//!
+//! **Lifetime.** Foreground by default; `-d` forks before anything else starts (no thread
+//! exists yet), the parent returning once the child has mounted (or with the child's error).
+//! SIGINT, SIGTERM and SIGHUP unmount (lazily: readers in flight finish or fail, none hangs)
+//! and the command ends with the engine's totals; `umount`/`fusermount3 -u` from outside end
+//! it the same way. Where `fusermount3` is installed, the mount is made with `auto_unmount`,
+//! so a crash (even SIGKILL) leaves no mount behind; where it cannot be, the command says so.
+//!
+//! **Threads.** One FUSE session thread per CPU, each with its own descriptor (`clone_fd`),
+//! so reads of different files, and of one file, are answered at once.
+
+mod fs;
+
+use std::time::Duration;
+
+use crate::*;
+use fs::AheadFs;
+
+pub(crate) fn cmd_mount(a: MountArgs) -> Result<String, Failure> {
+    let stats_every = match &a.stats_every {
+        Some(text) => Some(seconds(text).map_err(|e| usage(format!("--stats-every: {e}")))?),
+        None => None,
+    };
+    if !a.mountpoint.is_dir() {
+        return Err(usage(format!(
+            "{}: the mountpoint must be an existing directory",
+            a.mountpoint.display()
+        )));
+    }
+    if !std::path::Path::new("/dev/fuse").exists() {
+        return Err(runtime(
+            "/dev/fuse is missing: this kernel or container has no FUSE (modprobe fuse, or run the container with --device /dev/fuse)",
+        ));
+    }
+    let mounted_signal = if a.background {
+        // Before any thread exists: fork is safe only then.
+        Some(background()?)
+    } else {
+        None
+    };
+    // Signals are taken by one thread (below); every thread made from here on has them blocked.
+    let signals = blocked_signals();
+    let engine = build_engine(&a)?;
+    let root = engine
+        .stat(&a.source)
+        .map_err(|e| runtime(format!("cannot mount {}: {e}", a.source)))?;
+    if !root.is_dir {
+        return Err(usage(format!(
+            "{}: a file or an object; mount a directory or a prefix (s3://bucket/prefix/)",
+            a.source
+        )));
+    }
+    let filesystem = AheadFs::new(engine.clone(), root);
+    let counters = filesystem.counters.clone();
+    let threads = a
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let (session, notes) = mount(filesystem, &a, threads)?;
+    let mut session = session;
+    for note in notes {
+        eprintln!("ahead mount: {note}");
+    }
+    eprintln!(
+        "ahead mount: {} on {} (budget {}, policy {}, {} threads){}",
+        a.source,
+        a.mountpoint.display(),
+        a.budget,
+        a.policy,
+        threads,
+        if a.background {
+            ""
+        } else {
+            "; Ctrl-C unmounts"
+        }
+    );
+    if let Some(fd) = mounted_signal {
+        mounted(fd);
+    }
+    let mut unmounter = session.unmount_callable();
+    let mountpoint = a.mountpoint.clone();
+    std::thread::Builder::new()
+        .name("ahead-signals".into())
+        .spawn(move || {
+            let mut signal = 0;
+            // SAFETY: `signals` is a valid set, blocked in every thread.
+            unsafe { libc::sigwait(&signals, &mut signal) };
+            eprintln!(
+                "ahead mount: signal {signal}: unmounting {}",
+                mountpoint.display()
+            );
+            if let Err(e) = unmounter.unmount() {
+                eprintln!("ahead mount: cannot unmount: {e}");
+            }
+            // With auto_unmount, fuser leaves the unmount to fusermount3's watcher, which may
+            // be gone; a lazy unmount here makes it happen either way (the session then ends).
+            detach(&mountpoint);
+        })
+        .map_err(|e| runtime(format!("cannot start a thread: {e}")))?;
+    if let Some(every) = stats_every {
+        let (engine, counters) = (engine.clone(), counters.clone());
+        std::thread::Builder::new()
+            .name("ahead-stats".into())
+            .spawn(move || loop {
+                std::thread::sleep(every);
+                eprintln!("ahead mount: {}", stats_line(&engine, &counters));
+            })
+            .map_err(|e| runtime(format!("cannot start a thread: {e}")))?;
+    }
+    let ended = session.run();
+    eprintln!("ahead mount: unmounted; {}", stats_line(&engine, &counters));
+    ended.map_err(|e| runtime(format!("the FUSE session ended with an error: {e}")))?;
+    Ok(String::new())
+}
+
+/// A line of the engine's and the mount's counters.
+fn stats_line(engine: &ahead::engine::Engine, counters: &fs::MountCounters) -> String {
+    use std::sync::atomic::Ordering::Relaxed;
+    let s = engine.stats();
+    format!(
+        "{} reads ({:.1} MiB, {} errors), {} open; fetched {:.1} MiB in {} requests, resident {:.1} MiB of {:.0}",
+        counters.reads.load(Relaxed),
+        counters.bytes_read.load(Relaxed) as f64 / (1 << 20) as f64,
+        counters.read_errors.load(Relaxed),
+        counters.open_handles.load(Relaxed),
+        (s.pages_read * 4096) as f64 / (1 << 20) as f64,
+        s.requests,
+        (s.resident_pages * 4096) as f64 / (1 << 20) as f64,
+        s.budget_bytes as f64 / (1 << 20) as f64,
+    )
+}
+
+fn build_engine(a: &MountArgs) -> Result<ahead::engine::Engine, Failure> {
+    use std::io::ErrorKind;
+    let mut settings: Vec<(&str, String, String)> = vec![
+        ("budget", a.budget.clone(), "--budget".into()),
+        ("policy", a.policy.clone(), "--policy".into()),
+        ("backend", a.engine.clone(), "--engine".into()),
+    ];
+    if a.budget_over_memory {
+        settings.push((
+            "budget_over_memory",
+            "true".into(),
+            "--budget-over-memory".into(),
+        ));
+    }
+    let mut builder = ahead::engine::Engine::builder();
+    for (key, value, flag) in settings {
+        builder = builder.set_as(key, &value, &flag).map_err(usage)?;
+    }
+    for pair in &a.option {
+        builder = builder
+            .set_pair(pair)
+            .map_err(|e| usage(format!("-o: {e}")))?;
+    }
+    builder.build().map_err(|e| match e.kind() {
+        ErrorKind::InvalidInput => usage(e.to_string()),
+        _ => runtime(format!("cannot start the engine: {e}")),
+    })
+}
+
+/// Mount `filesystem`: with `auto_unmount` where fusermount3 can give it, else plainly (and a
+/// note saying what a crash would leave).
+fn mount(
+    filesystem: AheadFs,
+    a: &MountArgs,
+    threads: usize,
+) -> Result<(fuser::Session<AheadFs>, Vec<String>), Failure> {
+    use fuser::{Config, MountOption, SessionACL};
+    let mut config = Config::default();
+    config.mount_options = vec![
+        MountOption::RO,
+        MountOption::FSName(a.source.clone()),
+        MountOption::Subtype("ahead".into()),
+        MountOption::NoDev,
+        MountOption::NoSuid,
+    ];
+    config.n_threads = Some(threads.max(1));
+    config.clone_fd = true;
+    let mut notes = Vec::new();
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if has_fusermount3() {
+        config.mount_options.push(MountOption::AutoUnmount);
+        // auto_unmount goes through fusermount3, which asks for allow_other or allow_root.
+        config.acl = if root {
+            SessionACL::All
+        } else {
+            SessionACL::RootAndOwner
+        };
+    } else {
+        notes.push(
+            "fusermount3 not found (Debian's fuse3): mounted without auto_unmount, so if this process is killed the mount stays until `umount` of it".to_string(),
+        );
+    }
+    match fuser::Session::new(filesystem, &a.mountpoint, &config) {
+        Ok(session) => Ok((session, notes)),
+        Err(e) => Err(runtime(format!(
+            "cannot mount on {}: {e}{}",
+            a.mountpoint.display(),
+            if root {
+                ""
+            } else {
+                " (as a user: fusermount3 must be installed, and auto_unmount needs user_allow_other in /etc/fuse.conf)"
+            }
+        ))),
+    }
+}
+
+/// Unmount `mountpoint` lazily (readers in flight get an error, none hangs) if it is still
+/// mounted: umount2 as root, fusermount3 -u -z as a user.
+fn detach(mountpoint: &std::path::Path) {
+    let Ok(path) = mountpoint.canonicalize() else {
+        return;
+    };
+    let mounted = std::fs::read_to_string("/proc/self/mounts").is_ok_and(|m| {
+        m.lines()
+            .any(|l| l.split(' ').nth(1) == Some(&*path.to_string_lossy()))
+    });
+    if !mounted {
+        return;
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return;
+    };
+    // SAFETY: c_path is a valid NUL-terminated path.
+    if unsafe { libc::umount2(c_path.as_ptr(), libc::MNT_DETACH) } != 0 {
+        let _ = std::process::Command::new("fusermount3")
+            .args(["-u", "-z"])
+            .arg(&path)
+            .status();
+    }
+}
+
+fn has_fusermount3() -> bool {
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| dir.join("fusermount3").is_file())
+    })
+}
+
+/// SIGINT, SIGTERM and SIGHUP, blocked in this thread (and so in every thread it makes).
+fn blocked_signals() -> libc::sigset_t {
+    // SAFETY: the set is initialized by sigemptyset before use; pthread_sigmask only reads it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&mut set, signal);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+/// Fork; the parent waits for the child to say it mounted (or to fail, its error on the
+/// shared stderr) and exits; the child returns the descriptor to say so on.
+fn background() -> Result<i32, Failure> {
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe fills the two descriptors; fork is called with no other thread running.
+    unsafe {
+        if libc::pipe(fds.as_mut_ptr()) != 0 {
+            return Err(runtime(format!(
+                "cannot go to the background: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        match libc::fork() {
+            -1 => Err(runtime(format!(
+                "cannot go to the background: {}",
+                std::io::Error::last_os_error()
+            ))),
+            0 => {
+                libc::close(fds[0]);
+                libc::setsid();
+                let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+                if null >= 0 {
+                    libc::dup2(null, 0);
+                    libc::dup2(null, 1);
+                    libc::close(null);
+                }
+                Ok(fds[1])
+            }
+            _child => {
+                libc::close(fds[1]);
+                let mut byte = 0u8;
+                let n = libc::read(fds[0], (&mut byte as *mut u8).cast(), 1);
+                std::process::exit(if n == 1 { 0 } else { 1 });
+            }
+        }
+    }
+}
+
+/// Tell the waiting parent the mount is up.
+fn mounted(fd: i32) {
+    // SAFETY: fd is the pipe's write end, written once and closed.
+    unsafe {
+        libc::write(fd, [1u8].as_ptr().cast(), 1);
+        libc::close(fd);
+    }
+}
+
+/// `10s`, `1m`, `500ms` or plain seconds.
+fn seconds(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?}: not a duration (10s, 1m, 500ms)"))?;
+    let scale = match unit {
+        "ms" => 0.001,
+        "s" => 1.0,
+        "m" => 60.0,
+        _ => return Err(format!("{text:?}: the unit is ms, s or m")),
+    };
+    Duration::try_from_secs_f64(value * scale)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("{text:?}: not a positive duration"))
+}
