@@ -151,8 +151,8 @@ pub(crate) struct CatArgs {
 #[cfg(feature = "mount")]
 #[derive(Args)]
 pub(crate) struct MountArgs {
-    /// What to mount: s3://bucket[/prefix], or a local directory (read with O_DIRECT through
-    /// the engine).
+    /// What to mount: s3://bucket[/prefix], a local directory (read with O_DIRECT through
+    /// the engine), or http(s)://host/base with --manifest.
     pub(crate) source: String,
     /// An empty directory to mount it on.
     pub(crate) mountpoint: PathBuf,
@@ -175,6 +175,10 @@ pub(crate) struct MountArgs {
     /// Print a line of the engine's counters to stderr this often (10s, 1m).
     #[arg(long)]
     pub(crate) stats_every: Option<String>,
+    /// A file naming the files to show, one path under SOURCE a line (a/b/c.bin): needed for
+    /// an HTTP server, which gives no listing; with another source, only those are shown.
+    #[arg(long)]
+    pub(crate) manifest: Option<PathBuf>,
     /// FUSE session threads (default: one per CPU).
     #[arg(long)]
     pub(crate) threads: Option<usize>,

@@ -492,3 +492,74 @@ fn a_failing_server_is_eio_without_a_hang_and_unmount_with_readers_in_flight_end
     }
     assert!(!is_mounted(&m.dir));
 }
+
+#[test]
+fn an_http_server_mounts_the_files_a_manifest_names_and_a_bad_manifest_is_refused() {
+    let Some(()) = fuse() else { return };
+    let Some(web) = need(servers::lighttpd()) else {
+        return;
+    };
+    let docs = web.dir.0.join("docs");
+    let (a, b) = (content((3 << 20) + 5, 8), content(70_000, 9));
+    std::fs::create_dir_all(docs.join("sub")).unwrap();
+    std::fs::write(docs.join("a.bin"), &a).unwrap();
+    std::fs::write(docs.join("sub/b.bin"), &b).unwrap();
+    let scratch = Scratch::new("manifest");
+    let manifest = scratch.0.join("names.txt");
+    std::fs::write(&manifest, "# the files\na.bin\n\nsub/b.bin\nmissing.bin\n").unwrap();
+    let manifest_arg = manifest.to_str().unwrap();
+    let mut m = Mounted::start(
+        &format!("{}/", web.url()),
+        &["--manifest", manifest_arg],
+        &[],
+    );
+    let mut names: Vec<String> = std::fs::read_dir(&m.dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    // A name the server does not have is left out, with a line saying so.
+    assert_eq!(names, ["a.bin", "sub"]);
+    assert!(std::fs::read(m.path("a.bin")).unwrap() == a);
+    assert!(std::fs::read(m.path("sub/b.bin")).unwrap() == b);
+    assert!(
+        std::fs::metadata(m.path("other.bin")).is_err(),
+        "a name not in the manifest"
+    );
+    assert!(m.log_text().contains("missing.bin"), "{}", m.log_text());
+    assert!(
+        m.stop(Duration::from_secs(10)).success(),
+        "{}",
+        m.log_text()
+    );
+
+    // Without a manifest, and with a bad line: refused, naming why.
+    let target = scratch.0.join("mnt");
+    std::fs::create_dir_all(&target).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ahead"))
+        .args(["mount", &web.url(), target.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--manifest"),
+        "{out:?}"
+    );
+    std::fs::write(&manifest, "a.bin\n../etc/passwd\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ahead"))
+        .args([
+            "mount",
+            &web.url(),
+            target.to_str().unwrap(),
+            "--manifest",
+            manifest_arg,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("line 2"),
+        "{out:?}"
+    );
+    assert!(!is_mounted(&target));
+}

@@ -16,14 +16,15 @@
 //! **The kernel's cache and readahead.** Files are not opened `direct_io`: every read of the
 //! program would then be a round trip through FUSE (a 4 KiB reader pays ~20 us a read), and
 //! mmap would be refused. The kernel's page cache stays in front, and its readahead for the
-//! mount is cut to [`KERNEL_READAHEAD_BYTES`] (`max_readahead` at `init`): enough that a
-//! 4 KiB reader costs one FUSE read per 128 KiB, small enough that the kernel never decides
-//! what is fetched from the source: a random read arrives as its own pages (the kernel reads
-//! a lone miss as it is), a sequential one as 128 KiB reads in order, and the engine's policy
-//! sizes every request to storage from what it sees. The kernel fetches each page from the
-//! engine at most once per open (no `keep_cache`: an open starts with the kernel's copy
-//! dropped, so a local file changed between opens is read afresh; the engine's own cache, which
-//! checks a file's version, keeps what it fetched).
+//! mount is set to [`KERNEL_READAHEAD_BYTES`] (`max_readahead` at `init`) so that a 4 KiB
+//! reader in order costs one FUSE read per 1 MiB, not per page. It decides no fetch from the
+//! source: a lone random read reaches the engine as its own pages (the kernel reads a miss
+//! with no sequential history as it is), a reader in order as reads of up to 1 MiB in order,
+//! from which the engine's policy sizes every request to storage, and each of those reads is
+//! a read of the engine's cache when the policy was right. The kernel fetches each page from
+//! the engine at most once per open (no `keep_cache`: an open starts with the kernel's copy
+//! dropped, so a local file changed between opens is read afresh; the engine's own cache,
+//! which checks a file's version, keeps what it fetched).
 //!
 //! **Errors.** An I/O or network error is the read's `EIO` (or the errno the source gave),
 //! with a line on stderr naming the file; a changed object is `EIO` and a line that says so,
@@ -47,7 +48,7 @@ use fuser::{
 pub(crate) const LISTING_TTL: Duration = Duration::from_secs(5);
 
 /// The kernel's readahead on the mount's files (see the module comment).
-pub(crate) const KERNEL_READAHEAD_BYTES: u32 = 128 << 10;
+pub(crate) const KERNEL_READAHEAD_BYTES: u32 = 1 << 20;
 
 use crate::commands::{STATS_DIR, STATS_FILE};
 
@@ -59,6 +60,58 @@ const FIRST_INO: u64 = 4;
 
 /// A directory's children: each name and its inode, in the listing's order.
 type Children = Arc<Vec<(OsString, u64)>>;
+
+/// A manifest's tree: each directory's full name (ending `/`) and its children, each a name
+/// and whether it is a directory.
+pub(crate) type Manifest = HashMap<String, Vec<(String, bool)>>;
+
+/// How many HEADs a manifest's directory is stated with at once.
+const STATS_AT_ONCE: usize = 16;
+
+/// The tree of a manifest's `text` (one path under `root` a line; blank lines and `#`
+/// comments skipped), or the first bad line, named by its number.
+pub(crate) fn parse_manifest(root: &str, text: &str) -> Result<Manifest, String> {
+    let root = if root.ends_with('/') {
+        root.to_string()
+    } else {
+        format!("{root}/")
+    };
+    let mut tree: Manifest = HashMap::new();
+    tree.entry(root.clone()).or_default();
+    for (n, line) in text.lines().enumerate() {
+        let path = line.trim();
+        if path.is_empty() || path.starts_with('#') {
+            continue;
+        }
+        let parts: Vec<&str> = path.split('/').collect();
+        if path.starts_with('/')
+            || parts
+                .iter()
+                .any(|p| p.is_empty() || *p == "." || *p == "..")
+        {
+            return Err(format!(
+                "line {}: {path:?}: a path under the URL, as a/b/c.bin (no leading /, no . or .., no empty part)",
+                n + 1
+            ));
+        }
+        let mut dir = root.clone();
+        for (i, part) in parts.iter().enumerate() {
+            let is_dir = i + 1 < parts.len();
+            let children = tree.entry(dir.clone()).or_default();
+            if !children.iter().any(|(c, _)| c == part) {
+                children.push((part.to_string(), is_dir));
+            }
+            if is_dir {
+                dir = format!("{dir}{part}/");
+                tree.entry(dir.clone()).or_default();
+            }
+        }
+    }
+    for children in tree.values_mut() {
+        children.sort();
+    }
+    Ok(tree)
+}
 
 /// One name of the source.
 struct Node {
@@ -111,6 +164,10 @@ pub(crate) struct MountCounters {
 /// The mounted filesystem.
 pub(crate) struct AheadFs {
     engine: Engine,
+    /// Where the names come from a manifest rather than the source's listings (an HTTP
+    /// server has none): each directory's full name (ending `/`) and its children, each a
+    /// name and whether it is a directory.
+    manifest: Option<Manifest>,
     /// The source's root as given (`s3://bucket/prefix/`, a local directory).
     root_name: String,
     names: Mutex<Names>,
@@ -153,8 +210,9 @@ fn child_name(dir: &str, child: &str) -> String {
 }
 
 impl AheadFs {
-    /// The tree of `root` (a directory or a prefix, as `engine.stat` found it).
-    pub(crate) fn new(engine: Engine, root: Entry) -> AheadFs {
+    /// The tree of `root` (a directory or a prefix, as `engine.stat` found it), its names
+    /// listed by the source or, where given, by `manifest`.
+    pub(crate) fn new(engine: Engine, root: Entry, manifest: Option<Manifest>) -> AheadFs {
         let mut names = Names {
             next: FIRST_INO,
             ..Names::default()
@@ -170,6 +228,7 @@ impl AheadFs {
         );
         AheadFs {
             engine,
+            manifest,
             root_name,
             names: Mutex::new(names),
             files: Mutex::default(),
@@ -253,7 +312,7 @@ impl AheadFs {
         };
         // Listed without the lock held: a listing is a round trip or more.
         self.counters.listings.fetch_add(1, Ordering::Relaxed);
-        let listed = self.engine.list(&name)?;
+        let listed = self.list(&name)?;
         let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
         let children: Vec<(OsString, u64)> = listed
             .into_iter()
@@ -268,6 +327,71 @@ impl AheadFs {
             node.listed = Some((Instant::now(), children.clone()));
         }
         Ok(children)
+    }
+
+    /// What is under the directory `name`: the source's listing, or the manifest's names, each
+    /// file stated (HEADs, [`STATS_AT_ONCE`] at a time).
+    fn list(&self, name: &str) -> io::Result<Vec<Entry>> {
+        let Some(manifest) = &self.manifest else {
+            return self.engine.list(name);
+        };
+        let key = if name.ends_with('/') {
+            name.to_string()
+        } else {
+            format!("{name}/")
+        };
+        let children = manifest.get(&key).map(Vec::as_slice).unwrap_or_default();
+        let mut out = Vec::with_capacity(children.len());
+        for batch in children.chunks(STATS_AT_ONCE) {
+            let stated: Vec<io::Result<Entry>> = std::thread::scope(|s| {
+                let handles: Vec<_> = batch
+                    .iter()
+                    .map(|(child, is_dir)| {
+                        let full = format!("{key}{child}");
+                        s.spawn(move || match is_dir {
+                            true => Ok(Entry {
+                                name: format!("{full}/"),
+                                size: 0,
+                                is_dir: true,
+                                e_tag: None,
+                                modified_ns: 0,
+                            }),
+                            false => self.engine.stat(&full),
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join()
+                            .unwrap_or_else(|_| Err(io::Error::other("a stat panicked")))
+                    })
+                    .collect()
+            });
+            for entry in stated {
+                match entry {
+                    Ok(entry) => out.push(entry),
+                    // A name of the manifest the server does not have: left out, said once.
+                    Err(e) => eprintln!("ahead mount: {e}"),
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether `child` is a name under the directory `dir` (always, without a manifest).
+    fn named(&self, dir: &str, child: &str) -> bool {
+        let Some(manifest) = &self.manifest else {
+            return true;
+        };
+        let key = if dir.ends_with('/') {
+            dir.to_string()
+        } else {
+            format!("{dir}/")
+        };
+        manifest
+            .get(&key)
+            .is_some_and(|c| c.iter().any(|(name, _)| name == child))
     }
 
     fn entry_of(&self, ino: u64) -> Option<Entry> {
@@ -298,6 +422,7 @@ impl AheadFs {
         }
         let text = name
             .to_str()
+            .filter(|text| self.named(&parent_name, text))
             .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?;
         let entry = self.engine.stat(child_name(&parent_name, text))?;
         let ino = self

@@ -1,4 +1,5 @@
-//! `ahead mount SOURCE MOUNTPOINT`: an S3 prefix or a local directory, read-only through FUSE,
+//! `ahead mount SOURCE MOUNTPOINT`: an S3 prefix, a local directory, or the files of an HTTP
+//! server a manifest names (it has no listing), read-only through FUSE,
 //! every program's reads going through one engine (its readahead, one memory budget). The
 //! tree and its reads are in `fs`; this module builds the engine, mounts, and stays until
 //! unmounted.
@@ -45,16 +46,45 @@ pub(crate) fn cmd_mount(a: MountArgs) -> Result<String, Failure> {
     // Signals are taken by one thread (below); every thread made from here on has them blocked.
     let signals = blocked_signals();
     let engine = build_engine(&a)?;
-    let root = engine
-        .stat(&a.source)
-        .map_err(|e| runtime(format!("cannot mount {}: {e}", a.source)))?;
+    let http = a.source.starts_with("http://") || a.source.starts_with("https://");
+    let manifest = match &a.manifest {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| usage(format!("--manifest {}: {e}", path.display())))?;
+            Some(
+                fs::parse_manifest(&a.source, &text)
+                    .map_err(|e| usage(format!("--manifest {}: {e}", path.display())))?,
+            )
+        }
+        None if http => {
+            return Err(usage(format!(
+                "{}: an HTTP server gives no listing: name its files with --manifest FILE (one path under the URL a line)",
+                a.source
+            )))
+        }
+        None => None,
+    };
+    let root = if http {
+        // Its names are the manifest's; the base URL itself need not answer.
+        ahead::engine::Entry {
+            name: format!("{}/", a.source.trim_end_matches('/')),
+            size: 0,
+            is_dir: true,
+            e_tag: None,
+            modified_ns: 0,
+        }
+    } else {
+        engine
+            .stat(&a.source)
+            .map_err(|e| runtime(format!("cannot mount {}: {e}", a.source)))?
+    };
     if !root.is_dir {
         return Err(usage(format!(
             "{}: a file or an object; mount a directory or a prefix (s3://bucket/prefix/)",
             a.source
         )));
     }
-    let filesystem = AheadFs::new(engine.clone(), root);
+    let filesystem = AheadFs::new(engine.clone(), root, manifest);
     let counters = filesystem.counters.clone();
     let threads = a
         .threads
