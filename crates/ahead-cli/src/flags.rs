@@ -179,7 +179,8 @@ pub(crate) struct MountArgs {
     /// an HTTP server, which gives no listing; with another source, only those are shown.
     #[arg(long)]
     pub(crate) manifest: Option<PathBuf>,
-    /// FUSE session threads (default: one per CPU).
+    /// FUSE session threads: how many programs' reads can wait on the source at once.
+    /// [default: 16]
     #[arg(long)]
     pub(crate) threads: Option<usize>,
     /// Any engine setting by name, KEY=VALUE, as `ahead cat -o` takes it (repeatable).

@@ -11,8 +11,14 @@
 //! it the same way. Where `fusermount3` is installed, the mount is made with `auto_unmount`,
 //! so a crash (even SIGKILL) leaves no mount behind; where it cannot be, the command says so.
 //!
-//! **Threads.** One FUSE session thread per CPU, each with its own descriptor (`clone_fd`),
-//! so reads of different files, and of one file, are answered at once.
+//! **Threads.** [`SESSION_THREADS`] FUSE session threads, each with its own descriptor
+//! (`clone_fd`). A session thread answers a read by waiting for it (a miss of a remote object
+//! is a round trip), so the threads, not the CPUs, bound how many programs' reads wait at
+//! once: with one per CPU, 16 programs' threads reading objects at random queued behind two
+//! (docs/bench-log/issue-48-mount.md).
+
+/// FUSE session threads by default (`--threads`), as many as mountpoint-s3's default.
+const SESSION_THREADS: usize = 16;
 
 mod fs;
 
@@ -86,9 +92,7 @@ pub(crate) fn cmd_mount(a: MountArgs) -> Result<String, Failure> {
     }
     let filesystem = AheadFs::new(engine.clone(), root, manifest);
     let counters = filesystem.counters.clone();
-    let threads = a
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let threads = a.threads.unwrap_or(SESSION_THREADS).max(1);
     let (session, notes) = mount(filesystem, &a, threads)?;
     let mut session = session;
     for note in notes {
