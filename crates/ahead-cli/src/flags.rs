@@ -319,6 +319,56 @@ pub(crate) struct CompareArgs {
 /// [`ahead::kernel::load_for_replay`]), used where the user gave no value.
 pub(crate) use ahead::kernel::TraceDefaults as Defaults;
 
+/// The engine flags `cat` and `mount` share, each as a setting by name (the library's one
+/// table, as `-o KEY=VALUE` is): (key, value, the flag it came from).
+pub(crate) fn engine_settings(
+    budget: &str,
+    policy: &str,
+    backend: &str,
+    budget_over_memory: bool,
+) -> Vec<(&'static str, String, String)> {
+    let mut settings = vec![
+        ("budget", budget.to_string(), "--budget".to_string()),
+        ("policy", policy.to_string(), "--policy".to_string()),
+        ("backend", backend.to_string(), "--engine".to_string()),
+    ];
+    if budget_over_memory {
+        settings.push((
+            "budget_over_memory",
+            "true".to_string(),
+            "--budget-over-memory".to_string(),
+        ));
+    }
+    settings
+}
+
+/// `builder` with `settings` (from flags) and then `options` (`-o KEY=VALUE`) set on it.
+pub(crate) fn with_settings(
+    mut builder: ahead::engine::EngineBuilder,
+    settings: Vec<(&str, String, String)>,
+    options: &[String],
+) -> Result<ahead::engine::EngineBuilder, Failure> {
+    for (key, value, flag) in settings {
+        builder = builder.set_as(key, &value, &flag).map_err(usage)?;
+    }
+    for pair in options {
+        builder = builder
+            .set_pair(pair)
+            .map_err(|e| usage(format!("-o: {e}")))?;
+    }
+    Ok(builder)
+}
+
+/// The engine `builder` makes, or the failure: a bad setting is a usage error.
+pub(crate) fn start_engine(
+    builder: ahead::engine::EngineBuilder,
+) -> Result<ahead::engine::Engine, Failure> {
+    builder.build().map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidInput => usage(e.to_string()),
+        _ => runtime(format!("cannot start the engine: {e}")),
+    })
+}
+
 /// A size flag in the one syntax (`--cache 64m`), or its old spelling in a fixed unit
 /// (`--cache-mb 64`, `unit` = 1 MiB): bytes, if either was given.
 pub(crate) fn size_flag(

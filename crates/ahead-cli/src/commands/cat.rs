@@ -13,18 +13,7 @@ pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
     }
     // Every flag is a setting by name (the library's one table), as `-o KEY=VALUE` is: a size
     // or a name means here what it means to the builder, to Python and to a mount.
-    let mut settings: Vec<(&str, String, String)> = vec![
-        ("budget", a.budget.clone(), "--budget".into()),
-        ("policy", a.policy.clone(), "--policy".into()),
-        ("backend", a.engine.clone(), "--engine".into()),
-    ];
-    if a.budget_over_memory {
-        settings.push((
-            "budget_over_memory",
-            "true".into(),
-            "--budget-over-memory".into(),
-        ));
-    }
+    let mut settings = engine_settings(&a.budget, &a.policy, &a.engine, a.budget_over_memory);
     if a.no_lease {
         settings.push(("leases", "false".into(), "--no-lease".into()));
     }
@@ -35,24 +24,13 @@ pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
         settings.push(("request_max", b.to_string(), "--io-max".into()));
     }
     // cat reads each file once: a large one goes through a ring, not into the budget.
-    let mut builder = Engine::builder().drop_behind(true);
-    for (key, value, flag) in settings {
-        builder = builder.set_as(key, &value, &flag).map_err(usage)?;
-    }
-    for pair in &a.option {
-        builder = builder
-            .set_pair(pair)
-            .map_err(|e| usage(format!("-o: {e}")))?;
-    }
+    let builder = with_settings(Engine::builder().drop_behind(true), settings, &a.option)?;
     if crate::stdout_was_closed() {
         return Err(runtime(
             "cannot write to stdout: it is closed (Bad file descriptor)",
         ));
     }
-    let engine = builder.build().map_err(|e| match e.kind() {
-        ErrorKind::InvalidInput => usage(e.to_string()),
-        _ => runtime(format!("cannot start the engine: {e}")),
-    })?;
+    let engine = start_engine(builder)?;
     let mut out = BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
     // Asked of the allocator, not assumed: under a memory limit (ulimit -v) a large --bs is
     // an error, not an abort.

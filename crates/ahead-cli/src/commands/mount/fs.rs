@@ -71,11 +71,7 @@ const STATS_AT_ONCE: usize = 16;
 /// The tree of a manifest's `text` (one path under `root` a line; blank lines and `#`
 /// comments skipped), or the first bad line, named by its number.
 pub(crate) fn parse_manifest(root: &str, text: &str) -> Result<Manifest, String> {
-    let root = if root.ends_with('/') {
-        root.to_string()
-    } else {
-        format!("{root}/")
-    };
+    let root = dir_key(root);
     let mut tree: Manifest = HashMap::new();
     tree.entry(root.clone()).or_default();
     for (n, line) in text.lines().enumerate() {
@@ -200,13 +196,18 @@ fn base_name(name: &str) -> &str {
     name.rsplit('/').next().unwrap_or(name)
 }
 
+/// The directory named `dir`, ending `/` (as a manifest's tree keys it).
+fn dir_key(dir: &str) -> String {
+    if dir.ends_with('/') {
+        dir.to_string()
+    } else {
+        format!("{dir}/")
+    }
+}
+
 /// The name of `child` under the directory named `dir`.
 fn child_name(dir: &str, child: &str) -> String {
-    if dir.ends_with('/') {
-        format!("{dir}{child}")
-    } else {
-        format!("{dir}/{child}")
-    }
+    format!("{}{child}", dir_key(dir))
 }
 
 impl AheadFs {
@@ -335,11 +336,7 @@ impl AheadFs {
         let Some(manifest) = &self.manifest else {
             return self.engine.list(name);
         };
-        let key = if name.ends_with('/') {
-            name.to_string()
-        } else {
-            format!("{name}/")
-        };
+        let key = dir_key(name);
         let children = manifest.get(&key).map(Vec::as_slice).unwrap_or_default();
         let mut out = Vec::with_capacity(children.len());
         for batch in children.chunks(STATS_AT_ONCE) {
@@ -384,13 +381,8 @@ impl AheadFs {
         let Some(manifest) = &self.manifest else {
             return true;
         };
-        let key = if dir.ends_with('/') {
-            dir.to_string()
-        } else {
-            format!("{dir}/")
-        };
         manifest
-            .get(&key)
+            .get(&dir_key(dir))
             .is_some_and(|c| c.iter().any(|(name, _)| name == child))
     }
 

@@ -176,32 +176,12 @@ fn stats_line(engine: &ahead::engine::Engine, counters: &fs::MountCounters) -> S
 }
 
 fn build_engine(a: &MountArgs) -> Result<ahead::engine::Engine, Failure> {
-    use std::io::ErrorKind;
-    let mut settings: Vec<(&str, String, String)> = vec![
-        ("budget", a.budget.clone(), "--budget".into()),
-        ("policy", a.policy.clone(), "--policy".into()),
-        ("backend", a.engine.clone(), "--engine".into()),
-    ];
-    if a.budget_over_memory {
-        settings.push((
-            "budget_over_memory",
-            "true".into(),
-            "--budget-over-memory".into(),
-        ));
-    }
-    let mut builder = ahead::engine::Engine::builder();
-    for (key, value, flag) in settings {
-        builder = builder.set_as(key, &value, &flag).map_err(usage)?;
-    }
-    for pair in &a.option {
-        builder = builder
-            .set_pair(pair)
-            .map_err(|e| usage(format!("-o: {e}")))?;
-    }
-    builder.build().map_err(|e| match e.kind() {
-        ErrorKind::InvalidInput => usage(e.to_string()),
-        _ => runtime(format!("cannot start the engine: {e}")),
-    })
+    let settings = engine_settings(&a.budget, &a.policy, &a.engine, a.budget_over_memory);
+    start_engine(with_settings(
+        ahead::engine::Engine::builder(),
+        settings,
+        &a.option,
+    )?)
 }
 
 /// Mount `filesystem`: with `auto_unmount` where fusermount3 can give it, else plainly (and a
