@@ -49,6 +49,9 @@ fn each_files_figures_are_its_own_and_add_up_to_the_engines() {
     let (fa, fb, s) = (a.stats(), b.stats(), engine.stats());
     assert_eq!(fa.path, a_path.display().to_string());
     assert_eq!((fa.reads, fa.bytes_returned), (40, 40 * 4096));
+    // A local file's pages land in the cache from the device: one copy a byte, out to the
+    // reader.
+    assert_eq!(fa.copied_bytes, fa.bytes_returned);
     assert_eq!(
         (
             fa.requests,
@@ -72,6 +75,11 @@ fn each_files_figures_are_its_own_and_add_up_to_the_engines() {
             "bytes_returned",
             fa.bytes_returned + fb.bytes_returned,
             s.bytes_returned,
+        ),
+        (
+            "copied_bytes",
+            fa.copied_bytes + fb.copied_bytes,
+            s.copied_bytes,
         ),
     ] {
         assert_eq!(file, engine, "{name}: files' sum vs the engine's");

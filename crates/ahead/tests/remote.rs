@@ -798,6 +798,14 @@ fn sequential_reads_keep_the_link_busy_at_20_ms_each_way() {
         "adaptive {adaptive:?} against the ceiling's {ceiling:?}: {stats}"
     );
     assert!(stats.requests < 200, "{stats}");
+    // Each byte copied twice: a GET's body into the cache, and out to the reader; the body
+    // copied in is what was fetched, at least the object and at most the pages read.
+    let copied_in = stats.copied_bytes - stats.bytes_returned;
+    assert_eq!(stats.bytes_returned, size as u64);
+    assert!(
+        copied_in >= size as u64 && copied_in <= stats.pages_read * 4096,
+        "{copied_in} bytes copied in: {stats:?}"
+    );
 
     // The same engine reads a local file: its device is measured on its own, not blended
     // with the object store's round trips (one estimate for both was wrong for both).

@@ -578,6 +578,7 @@ impl Engine {
             budget_bytes: self.budget_bytes(),
             reads: get(&c.reads),
             bytes_returned: get(&c.bytes_returned),
+            copied_bytes: c.copied_bytes(),
             hit_pages: get(&c.hit_pages),
             miss_pages: get(&c.miss_pages),
             pages_read,

@@ -60,10 +60,18 @@ impl CacheAndMeter {
         let mut engine_tally = stats::DirectTally::default();
         let mut file_tally: Option<(&Arc<FileData>, stats::DirectTally)> = None;
         for (op, result) in finished {
-            if result.is_err() {
-                for c in Counters::both(&self.counters, &op.file) {
-                    c.io_errors.fetch_add(1, Ordering::Relaxed);
+            match result {
+                Err(_) => {
+                    for c in Counters::both(&self.counters, &op.file) {
+                        c.io_errors.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
+                Ok(n) if *n > 0 && op.file.source.copies_in() => {
+                    for c in Counters::both(&self.counters, &op.file) {
+                        c.copied_in_bytes.fetch_add(*n as u64, Ordering::Relaxed);
+                    }
+                }
+                Ok(_) => {}
             }
             let Some(direct) = &op.direct else { continue };
             let took = now.saturating_duration_since(direct.started);

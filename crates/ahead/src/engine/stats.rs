@@ -82,6 +82,11 @@ pub struct Stats {
     pub reads: u64,
     /// Bytes returned to the application.
     pub bytes_returned: u64,
+    /// Bytes the engine copied: out of the cache into readers' buffers, and a remote answer's
+    /// body into the cache (or into a reader's buffer). A local file's pages land in the cache
+    /// from the device, and a direct read in the reader's own buffer, with no copy. Over
+    /// `bytes_returned`: copies per byte read.
+    pub copied_bytes: u64,
     /// Pages the application read that were ready in the cache (no wait).
     pub hit_pages: u64,
     /// Pages the application read that it had to wait for (in flight, or read for it).
@@ -149,6 +154,8 @@ pub struct FileStats {
     pub reads: u64,
     /// Bytes returned to the application.
     pub bytes_returned: u64,
+    /// Bytes copied for it (see [`Stats::copied_bytes`]).
+    pub copied_bytes: u64,
     /// Pages read that were ready (no wait).
     pub hit_pages: u64,
     /// Pages read that a reader waited for.
@@ -293,8 +300,13 @@ impl std::fmt::Display for Stats {
         }
         writeln!(
             f,
-            "  reads {}, bytes {}, hit pages {}, miss pages {}, stall {:.1} ms",
-            self.reads, self.bytes_returned, self.hit_pages, self.miss_pages, self.stall_ms
+            "  reads {}, bytes {} (copied {}), hit pages {}, miss pages {}, stall {:.1} ms",
+            self.reads,
+            self.bytes_returned,
+            self.copied_bytes,
+            self.hit_pages,
+            self.miss_pages,
+            self.stall_ms
         )?;
         writeln!(
             f,
@@ -363,6 +375,10 @@ pub(crate) struct Counters {
     pub(super) pages_read: AtomicU64,
     pub(super) io_errors: AtomicU64,
     pub(super) size_checks: AtomicU64,
+    /// Bytes read straight into readers' buffers (no copy out of the cache).
+    pub(super) direct_bytes: AtomicU64,
+    /// Bytes a source copied in from a body it was handed (a remote answer's).
+    pub(super) copied_in_bytes: AtomicU64,
     /// A file's own refaults (the engine's are the cache's count).
     pub(super) thrashed_pages: AtomicU64,
 }
@@ -404,8 +420,17 @@ impl Counters {
         self.pages_read.fetch_add(t.pages, Ordering::Relaxed);
         self.reads.fetch_add(t.reads, Ordering::Relaxed);
         self.bytes_returned.fetch_add(t.bytes, Ordering::Relaxed);
+        self.direct_bytes.fetch_add(t.bytes, Ordering::Relaxed);
         self.miss_pages.fetch_add(t.pages, Ordering::Relaxed);
         self.stall_ns.fetch_add(t.stall_ns, Ordering::Relaxed);
+    }
+
+    /// Bytes copied: each byte returned, but those read straight into the reader's buffer,
+    /// and each a source copied in.
+    pub(super) fn copied_bytes(&self) -> u64 {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        get(&self.bytes_returned).saturating_sub(get(&self.direct_bytes))
+            + get(&self.copied_in_bytes)
     }
 
     /// The engine's and the file's counters, for the figures both keep.
@@ -424,6 +449,7 @@ impl FileData {
             path: self.source.path().display().to_string(),
             reads: get(&c.reads),
             bytes_returned: get(&c.bytes_returned),
+            copied_bytes: c.copied_bytes(),
             hit_pages: get(&c.hit_pages),
             miss_pages: get(&c.miss_pages),
             pages_read,

@@ -120,6 +120,51 @@ impl Link {
             .map_err(|e| runtime(format!("cannot start the engine: {e}")))
     }
 
+    /// `ahead cat --bs BS` of the whole object as a user runs it: this binary in a process of
+    /// its own, its output to /dev/null, with the link's endpoint and `-o` settings; timed
+    /// from its start to its exit. Its peak RSS is not measured: a child's `ru_maxrss` starts
+    /// from its parent's at the fork, which here is the bench's.
+    pub(super) fn run_cat(&self, bs: u64, budget: u64, size: u64) -> Result<RemoteRun, Failure> {
+        let exe = std::env::current_exe().map_err(|e| runtime(format!("ahead cat: {e}")))?;
+        let mut c = Command::new(exe);
+        c.args([
+            "cat",
+            "--bs",
+            &bs.to_string(),
+            "--budget",
+            &budget.to_string(),
+        ]);
+        for pair in &self.options {
+            c.args(["-o", pair]);
+        }
+        c.arg(&self.url)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(e) = &self.endpoint {
+            c.env("AWS_ENDPOINT_URL", e);
+        }
+        let started = Instant::now();
+        let mut child = c.spawn().map_err(|e| runtime(format!("ahead cat: {e}")))?;
+        let mut said = String::new();
+        if let Some(mut err) = child.stderr.take() {
+            let _ = err.read_to_string(&mut said);
+        }
+        let status = child
+            .wait()
+            .map_err(|e| runtime(format!("ahead cat: {e}")))?;
+        let elapsed = started.elapsed();
+        if !status.success() {
+            return Err(runtime(format!("ahead cat failed: {}", said.trim())));
+        }
+        Ok(RemoteRun {
+            mb_per_s: size as f64 / elapsed.as_secs_f64().max(1e-9) / 1e6,
+            bytes: size,
+            reads: size.div_ceil(bs.max(1)),
+            elapsed_s: elapsed.as_secs_f64(),
+            ..RemoteRun::default()
+        })
+    }
+
     /// One contender's run of `reads` on a new engine with `policy`.
     pub(super) fn run_engine(
         &self,

@@ -8,6 +8,8 @@
 //! * `naive`: one GET per read, as an unbuffered client does (the engine with policy `none`).
 //! * `fsspec`: Python's fsspec (s3fs for `s3://`) with its default readahead cache, run as a
 //!   subprocess on the same object and reads, where Python has the packages.
+//! * `cat`: `ahead cat --bs N` of the object, the CLI as a user runs it (a process of its own),
+//!   on the patterns that read the whole object in order in one size (`seq-4k`, ...).
 //! * `device`: the link's ceiling: the pattern's objects (the URL's up to 1 GiB, or the
 //!   `--objects`) in large ranged GETs, many at once, each worker starting its next GET as one
 //!   ends, by curl (`curl.rs`: a client that is not the engine's; where curl is missing, the
@@ -94,8 +96,23 @@ const CONTENDERS: &[&str] = &[
     "ahead:linux-ondemand",
     "naive",
     "fsspec",
+    "cat",
     "device",
 ];
+
+/// The one size of `reads` if they read the object in order from its start (a read() loop,
+/// as `ahead cat --bs` reads); None otherwise.
+fn in_order_size(reads: &[(u64, u64)], size: u64) -> Option<u64> {
+    let &(_, bs) = reads.first()?;
+    let mut end = 0;
+    for &(offset, len) in reads {
+        if offset != end || (len != bs && offset + len != size) {
+            return None;
+        }
+        end = offset + len;
+    }
+    (end == size).then_some(bs)
+}
 
 /// The device yardstick: the best of ranged GETs of these sizes, this many at once, over at
 /// most [`DEVICE_BYTES`] of the object. The small sizes keep a small object (or one without
@@ -217,7 +234,11 @@ pub(crate) fn cmd(url: &str, a: &BenchArgs) -> Result<String, Failure> {
             };
             Ok(Some(match (contender, many) {
                 ("device", _) => link.device(&device_targets)?,
-                ("fsspec", Some(_)) => return Ok(None),
+                ("fsspec" | "cat", Some(_)) => return Ok(None),
+                ("cat", None) => match in_order_size(&reads, size) {
+                    Some(bs) => link.run_cat(bs, budget, size)?,
+                    None => return Ok(None),
+                },
                 ("fsspec", None) => match &fsspec {
                     Some(f) => f.run(&reads, cap)?,
                     None => return Ok(None),
@@ -393,5 +414,33 @@ fn measured(bytes: u64, elapsed: Duration, lat: &mut [Nanos]) -> RemoteRun {
         peak_rss: peak_rss(),
         ceiling: None,
         sweep: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (the reads, the object's size, the size `ahead cat --bs` reads them in, if it can)
+    #[test]
+    fn cat_runs_only_what_a_read_loop_reads() {
+        let in_order: Vec<(u64, u64)> = (0..10).map(|i| (i * 4096, 4096)).collect();
+        let short_tail = vec![(0, 4096), (4096, 4096), (8192, 100)];
+        let gap = vec![(0, 4096), (8192, 4096)];
+        let not_from_start = vec![(4096, 4096), (8192, 4096)];
+        let stops_early: Vec<(u64, u64)> = (0..5).map(|i| (i * 4096, 4096)).collect();
+        for (reads, size, bs) in [
+            (&in_order, 40960, Some(4096)),
+            (&short_tail, 8292, Some(4096)),
+            (&gap, 12288, None),
+            (&not_from_start, 12288, None),
+            (&stops_early, 40960, None),
+            (&Vec::new(), 0, None),
+        ] {
+            assert_eq!(in_order_size(reads, size), bs, "{reads:?} of {size}");
+        }
+        let size = 1 << 30;
+        assert_eq!(in_order_size(&reads_of("seq-4k", size), size), Some(4096));
+        assert_eq!(in_order_size(&reads_of("random-4k", size), size), None);
     }
 }

@@ -166,6 +166,11 @@ pub(crate) trait Source: Send + Sync {
     /// Bytes of page `page` from byte `from` on, into `dst`, past the cache: for a read that
     /// keeps finding its page evicted.
     fn read_page_uncached(&self, page: u64, from: usize, dst: &mut [u8]) -> io::Result<usize>;
+    /// Whether its reads copy bytes it was handed (a remote answer's body) into the cache,
+    /// rather than the device writing them there: counted in `stats().copied_bytes`.
+    fn copies_in(&self) -> bool {
+        false
+    }
     /// Why a change of its contents while it is read may go unseen, if it may (a remote
     /// object with neither ETag nor Last-Modified to pin it by).
     fn unpinned(&self) -> Option<&str> {

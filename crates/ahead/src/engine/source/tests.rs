@@ -33,6 +33,9 @@ impl Source for MemorySource {
     fn is_direct(&self) -> bool {
         true
     }
+    fn copies_in(&self) -> bool {
+        true
+    }
     fn limits(&self) -> Limits {
         Limits::default()
     }

@@ -12,24 +12,34 @@
 //! when they go over more connections. Where it is not (one connection streams as fast as the
 //! link or the CPUs allow), a part would stream for less than its wait and splitting only
 //! adds requests. The rule between: parts that stream for [`WAITS_PER_PART`] waits for a
-//! first byte at the measured rate (each connection streaming half its time), never below
-//! `PART_BYTES`, and a read ahead smaller than two such parts goes whole; until a large GET
-//! has been measured, no split.
+//! first byte at the measured rate, never below `PART_BYTES`, and a read ahead smaller than
+//! two such parts goes whole; until a large GET has been measured, no split.
+//!
+//! The wait is the link's own: its floor, not its average. Under load a GET waits also behind
+//! the engine's other GETs (at the server, at a proxy), and an average that counts that wait
+//! made parts larger the more GETs were in flight, so a busy link was split less: logged on a
+//! capped link, the average rose from 80 to 250 ms as reads ahead went out, and 8 MiB reads
+//! ahead fell from 4 parts to 1. The floor is the least wait of the last [`FLOOR_GETS`] GETs:
+//! one GET in that many that finds the link idle keeps it, and a link slower for good is
+//! followed once that many GETs have waited longer.
 
 use std::sync::Mutex;
 use std::time::Duration;
 
 use super::read::{MOST_PARTS, PART_BYTES};
 
-/// A part streams for this many of its GET's waits for the first byte.
-pub(super) const WAITS_PER_PART: f64 = 1.0;
+/// A part streams for this many of the link's waits for a first byte.
+pub(super) const WAITS_PER_PART: f64 = 1.5;
 
 /// GETs with fewer body bytes than this do not measure the rate: TCP's slow start, not the
 /// connection's rate, sets how fast a small body comes.
 const RATE_SAMPLE_BYTES: u64 = 1 << 20;
 
-/// Weight of the newest sample in the running averages.
+/// Weight of the newest sample in the rate's running average.
 const NEWEST_WEIGHT: f64 = 0.125;
+
+/// The link's wait is the least of this many GETs' latest.
+const FLOOR_GETS: usize = 64;
 
 /// One store's connections, as measured.
 #[derive(Debug, Default)]
@@ -37,12 +47,32 @@ pub(crate) struct LinkRate {
     measured: Mutex<Measured>,
 }
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Debug)]
 struct Measured {
-    /// Seconds from a GET sent to its answer's headers (0: none measured).
-    first_byte_s: f64,
+    /// Seconds from a GET sent to its answer's headers, of the latest [`FLOOR_GETS`] GETs
+    /// (`next` of them recorded in all, the newest at `(next - 1) % FLOOR_GETS`).
+    first_byte_s: [f32; FLOOR_GETS],
+    next: usize,
     /// Bytes a second one GET's body streams at (0: none measured).
     bytes_per_s: f64,
+}
+
+impl Default for Measured {
+    fn default() -> Measured {
+        Measured {
+            first_byte_s: [0.0; FLOOR_GETS],
+            next: 0,
+            bytes_per_s: 0.0,
+        }
+    }
+}
+
+impl Measured {
+    /// The least wait of the latest GETs, in seconds (0: none measured).
+    fn first_byte_floor_s(&self) -> f64 {
+        let seen = &self.first_byte_s[..self.next.min(FLOOR_GETS)];
+        seen.iter().copied().reduce(f32::min).map_or(0.0, f64::from)
+    }
 }
 
 /// A running average's next value.
@@ -58,18 +88,21 @@ impl LinkRate {
     /// A GET answered its headers after `first_byte`, then streamed `bytes` in `streaming`.
     pub(super) fn record(&self, first_byte: Duration, bytes: u64, streaming: Duration) {
         let mut m = self.measured.lock().unwrap_or_else(|e| e.into_inner());
-        m.first_byte_s = averaged(m.first_byte_s, first_byte.as_secs_f64());
+        let at = m.next % FLOOR_GETS;
+        m.first_byte_s[at] = first_byte.as_secs_f32();
+        m.next += 1;
         if bytes >= RATE_SAMPLE_BYTES && !streaming.is_zero() {
             m.bytes_per_s = averaged(m.bytes_per_s, bytes as f64 / streaming.as_secs_f64());
         }
     }
 
     /// The part size a read ahead is split at: what streams in [`WAITS_PER_PART`]
-    /// waits for a first byte, at least `PART_BYTES`; `None` until measured.
+    /// of the link's waits for a first byte, at least `PART_BYTES`; `None` until measured.
     pub(super) fn part_bytes(&self) -> Option<u64> {
-        let m = *self.measured.lock().unwrap_or_else(|e| e.into_inner());
-        (m.bytes_per_s > 0.0 && m.first_byte_s > 0.0).then(|| {
-            let part = m.bytes_per_s * m.first_byte_s * WAITS_PER_PART;
+        let m = self.measured.lock().unwrap_or_else(|e| e.into_inner());
+        let wait_s = m.first_byte_floor_s();
+        (m.bytes_per_s > 0.0 && wait_s > 0.0).then(|| {
+            let part = m.bytes_per_s * wait_s * WAITS_PER_PART;
             (part as u64).max(PART_BYTES)
         })
     }
@@ -101,17 +134,20 @@ mod tests {
         link
     }
 
-    /// (wait for the first byte ms, one GET's MB/s, bytes of a read ahead, parts expected)
+    /// (the link's wait for a first byte ms, one GET's MB/s, bytes of a read ahead, parts
+    /// expected)
     #[test]
     fn a_read_ahead_is_split_where_one_connection_is_capped() {
         for (first_byte_ms, mb_per_s, bytes, parts) in [
-            // 25 MiB/s a connection, 20 ms each way and some queueing: parts of 2 MiB.
-            (80, 26, 8 * MIB, 4),
-            (80, 26, 7 * MIB, 3),
+            // 25 MiB/s a connection, 20 ms each way: parts of 2 MiB.
+            (45, 26, 8 * MIB, 4),
+            (45, 26, 7 * MIB, 3),
             // A faster connection: larger parts; a longer wait: larger still.
-            (40, 60, 8 * MIB, 3),
+            (40, 60, 8 * MIB, 2),
             (200, 26, 8 * MIB, 1),
-            // One connection streaming ~90 MB/s: a part would stream for less than its wait.
+            // One connection streaming ~100 MB/s at 20 ms each way: a part would stream for
+            // about its wait, and splitting only adds GETs.
+            (40, 96, 8 * MIB, 1),
             (90, 90, 8 * MIB, 1),
             // Never below PART_BYTES, never past MOST_PARTS.
             (1, 26, 8 * MIB, 4),
@@ -125,6 +161,26 @@ mod tests {
                 "{first_byte_ms} ms, {mb_per_s} MB/s, {bytes} bytes"
             );
         }
+    }
+
+    /// GETs waiting behind the engine's own (45 ms the link's wait, 250 ms a busy moment's)
+    /// leave the split as it was; a link slower for good is followed.
+    #[test]
+    fn the_wait_is_the_links_floor_not_its_queue() {
+        let link = link(45, 26);
+        let busy = |link: &LinkRate, n| {
+            for _ in 0..n {
+                link.record(
+                    Duration::from_millis(250),
+                    8 * MIB,
+                    Duration::from_millis(330),
+                );
+            }
+        };
+        busy(&link, FLOOR_GETS - 1);
+        assert_eq!(link.ahead_parts(8 * MIB), 4);
+        busy(&link, 1);
+        assert_eq!(link.ahead_parts(8 * MIB), 1);
     }
 
     #[test]

@@ -212,6 +212,9 @@ impl Source for RemoteSource {
     fn is_direct(&self) -> bool {
         true
     }
+    fn copies_in(&self) -> bool {
+        true
+    }
     fn limits(&self) -> Limits {
         Limits {
             read_ahead_kb: None,
