@@ -137,6 +137,43 @@ def test_a_parquet_footer_guides_readahead(six_row_groups):
     assert with_index["pages_read"] <= without["pages_read"] * 1.01 + 8, (with_index, without)
 
 
+def test_a_projection_of_one_row_group_reads_its_chunks_and_a_full_scan_reads_ahead(tmp_path, s3):
+    """One row group of 20 int64 columns (as a Dask partition often is), an S3 object: reading
+    3 columns, the engine fetches those chunks and the footer, not the columns after each
+    (without the index's guide it reads on into them); reading every column, it still reads
+    ahead."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    rows = 400_000
+    table = pa.table({f"c{i}": pa.array(range(i * rows, (i + 1) * rows)) for i in range(20)})
+    path = tmp_path / "one.parquet"
+    pq.write_table(table, path, row_group_size=rows, compression="none")
+    s3.put("tables/one.parquet", path.read_bytes())
+    key = f"{BUCKET}/tables/one.parquet"
+    meta = pq.read_metadata(path)
+    picked = ["c2", "c9", "c17"]
+    chunk_bytes = sum(meta.row_group(0).column(int(c[1:])).total_compressed_size for c in picked)
+    fetched = {}
+    for guided in (True, False):
+        engine = ahead.Engine(budget="256m", storage_options=s3.options)
+        if not guided:
+            engine._format_ahead = 0
+        fs = AheadFileSystem(target_protocol="s3", engine=engine)
+        # As dask's reader reads a partition: its own open, pyarrow's pre-buffered reads.
+        with fs.open(key, "rb", cache_type="none") as f:
+            got = pq.ParquetFile(f, pre_buffer=True).read(columns=picked, use_threads=False)
+        assert got.equals(table.select(picked))
+        fetched[guided] = engine.stats()["pages_read"] * 4096
+    footer_and_rounding = 256 << 10
+    assert fetched[True] <= chunk_bytes * 1.05 + footer_and_rounding, (fetched, chunk_bytes)
+    assert fetched[False] > fetched[True] * 1.5, (fetched, chunk_bytes)
+    engine = ahead.Engine(budget="256m", storage_options=s3.options)
+    with AheadFileSystem(target_protocol="s3", engine=engine).open(key, "rb", cache_type="none") as f:
+        got = pq.ParquetFile(f, pre_buffer=False).read(use_threads=False)
+    assert got.equals(table)
+    assert engine.stats()["ahead_requests"] > 0, engine.stats()
+
+
 def test_an_open_after_a_stat_is_pinned_to_what_the_stat_saw(s3):
     """pyarrow asks `info`, then opens: the open reuses the stat (no second round trip), and an
     object changed in between is an error on read, never the other version's bytes."""

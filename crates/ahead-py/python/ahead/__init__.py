@@ -239,6 +239,10 @@ class File(io.RawIOBase):
         self._indexes = indexes
         known = indexes.get((raw.name, self._size)) if indexes is not None else None
         self._format: Optional[ParquetReadahead] = known.fresh() if known else None
+        # Where the last read of a column chunk ended (None: none yet), and whether this open
+        # reads only what the index says (a reader that skips chunks: see _formats).
+        self._chunk_read_end: Optional[int] = None
+        self._only_indexed = False
         unpinned = raw.unpinned()
         if unpinned is not None:
             warnings.warn(unpinned, UnpinnedWarning, stacklevel=3)
@@ -256,8 +260,17 @@ class File(io.RawIOBase):
             elif self._indexes is not None:
                 self._indexes.remember((self.name, self._size), self._format)
             return
+        if offset in self._format.chunks:
+            self._chunk_read_end = offset + len(data)
         for start, length in self._format.to_ask(offset, self._ahead_limit):
             self._raw.advise("willneed", start, length)
+
+    def _before(self, offset: int) -> None:
+        """A read at `offset` is about to happen and the index is known: a reader that skips
+        chunks gets no speculation past them (_formats)."""
+        if not self._only_indexed and self._format.skips_to(offset, self._chunk_read_end):
+            self._only_indexed = True
+            self._raw.advise("random", 0, 0)
 
     @property
     def name(self) -> str:
@@ -283,6 +296,8 @@ class File(io.RawIOBase):
         if view.format != "B" or view.ndim != 1:
             view = view.cast("B")
         pos = self._pos
+        if self._format is not None and self._ahead_limit:
+            self._before(pos)
         n = self._raw.readinto(view, pos)
         self._pos = pos + n
         if self._ahead_limit and (self._format is not None or pos + n >= self._size):
@@ -293,6 +308,8 @@ class File(io.RawIOBase):
         if size is None or size < 0:
             return self.readall()
         pos = self._pos
+        if self._format is not None and self._ahead_limit:
+            self._before(pos)
         data = self._raw.pread(size, pos)
         self._pos = pos + len(data)
         if self._ahead_limit and (self._format is not None or self._pos >= self._size):
@@ -311,6 +328,8 @@ class File(io.RawIOBase):
         self._checkClosed()
         if n < 0 or offset < 0:
             raise ValueError("pread() takes a length and an offset of 0 or more")
+        if self._format is not None and self._ahead_limit:
+            self._before(offset)
         data = self._raw.pread(n, offset)
         if self._ahead_limit and (self._format is not None or offset + len(data) >= self._size):
             self._observe(offset, data)

@@ -9,6 +9,14 @@ starts a column chunk asks the engine (``willneed``) for the same column's chunk
 groups after it, as far as half the engine's budget allows, so their GETs overlap. Nothing
 is read that a reader of those columns will not read; a reader that stops early wastes at
 most that half budget.
+
+A reader that skips chunks (a projection: the first chunk it reads is not the file's first, or
+a chunk starts past where its last read ended) reads what the footer says and nothing between:
+from then on the file's own policy speculates no further (``random``), since what follows a
+chunk is another column, which that reader skips. Measured on files of one row group, where
+no later chunk is asked for: the policy read on into the 17 columns not read, 4.1 bytes
+fetched a byte read (docs/bench-log/issue-47-remote-cluster.md). A reader of every column
+reads chunk after chunk and keeps the policy's readahead.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ class ParquetReadahead:
         self.columns = columns
         self.asked: Dict[int, int] = {}  # chunk start -> length, asked for and not yet read
         self.ahead_bytes = 0
+        self.first_start = min(chunks) if chunks else 0
 
     @classmethod
     def from_tail(cls, tail: bytes) -> Optional["ParquetReadahead"]:
@@ -62,6 +71,13 @@ class ParquetReadahead:
         """The same index for another open of the file (pyarrow reads the footer through one
         and the columns through another), with nothing asked for yet."""
         return ParquetReadahead(self.chunks, self.columns)
+
+    def skips_to(self, offset: int, read_end: Optional[int]) -> bool:
+        """Whether a read at ``offset`` starts a column chunk past unread ones: past the file's
+        first chunk for a first read (``read_end`` None), else past where the last one ended."""
+        if offset not in self.chunks:
+            return False
+        return offset > (self.first_start if read_end is None else read_end)
 
     def to_ask(self, offset: int, limit: int) -> List[Tuple[int, int]]:
         """A read at `offset`: the ranges to ask for ahead (the same column's later chunks,

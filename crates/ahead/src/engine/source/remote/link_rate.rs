@@ -31,6 +31,10 @@ use super::read::{MOST_PARTS, PART_BYTES};
 /// A part streams for this many of the link's waits for a first byte.
 pub(super) const WAITS_PER_PART: f64 = 1.5;
 
+/// The smallest part of a read its reader waits for, split by the link's measure: below it a
+/// part's own request costs more than its share of the stream saves.
+pub(super) const WAITING_PART_BYTES: u64 = 1 << 20;
+
 /// GETs with fewer body bytes than this do not measure the rate: TCP's slow start, not the
 /// connection's rate, sets how fast a small body comes.
 const RATE_SAMPLE_BYTES: u64 = 1 << 20;
@@ -107,6 +111,21 @@ impl LinkRate {
         })
     }
 
+    /// How many parallel GETs a read its reader waits for of `bytes` goes as, by the link's
+    /// measure: parts that stream for one wait for a first byte (the reader waits for the
+    /// slowest part: the wait and one part's streaming), at least [`WAITING_PART_BYTES`]; 1
+    /// until measured. Where one connection streams a wait's worth of several MiB (no cap),
+    /// a read of a few MiB stays whole.
+    pub(super) fn waiting_parts(&self, bytes: u64) -> u64 {
+        let m = self.measured.lock().unwrap_or_else(|e| e.into_inner());
+        let wait_s = m.first_byte_floor_s();
+        if m.bytes_per_s <= 0.0 || wait_s <= 0.0 {
+            return 1;
+        }
+        let part = ((m.bytes_per_s * wait_s) as u64).max(WAITING_PART_BYTES);
+        (bytes / part).clamp(1, MOST_PARTS)
+    }
+
     /// How many parallel GETs a read ahead of `bytes` goes as: 1 until the link is measured or
     /// when the read is less than two parts.
     pub(super) fn ahead_parts(&self, bytes: u64) -> u64 {
@@ -161,6 +180,30 @@ mod tests {
                 "{first_byte_ms} ms, {mb_per_s} MB/s, {bytes} bytes"
             );
         }
+    }
+
+    /// A read its reader waits for, split by the link: (the link's wait ms, one GET's MB/s,
+    /// bytes read, parts expected).
+    #[test]
+    fn a_waited_for_read_is_split_where_one_connection_is_capped() {
+        for (first_byte_ms, mb_per_s, bytes, parts) in [
+            // 25 MiB/s a connection, 20 ms each way: a 3.3 MB Parquet column chunk in 2-3.
+            (45, 26, 3_300_000, 2),
+            (40, 26, 3_300_000, 3),
+            // No cap: it stays whole.
+            (40, 96, 3_300_000, 1),
+            // Never below a MiB a part; never past MOST_PARTS.
+            (10, 26, 3_300_000, 3),
+            (45, 26, 64 * MIB, MOST_PARTS),
+            (45, 26, 512 << 10, 1),
+        ] {
+            assert_eq!(
+                link(first_byte_ms, mb_per_s).waiting_parts(bytes),
+                parts,
+                "{first_byte_ms} ms, {mb_per_s} MB/s, {bytes} bytes"
+            );
+        }
+        assert_eq!(LinkRate::default().waiting_parts(64 * MIB), 1);
     }
 
     /// GETs waiting behind the engine's own (45 ms the link's wait, 250 ms a busy moment's)

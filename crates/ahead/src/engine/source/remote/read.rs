@@ -231,10 +231,14 @@ impl Source for RemoteSource {
         if end <= start {
             return Ok(0);
         }
-        // A read its reader waits for comes in parts, in parallel (see `parts`); a read
-        // ahead, the size its policy chose, beside the others it keeps in flight, as many
-        // parts as the store's connections want (see `Reading`, `LinkRate`).
+        // A read its reader waits for comes in parts, in parallel (see `parts`, and more
+        // where one connection is capped: `LinkRate::waiting_parts`); a read ahead, the size
+        // its policy chose, beside the others it keeps in flight, as many parts as the
+        // store's connections want (see `Reading`, `LinkRate`).
         let parts = match (op.kind, self.reading.split_ahead) {
+            (crate::policy::IoKind::Sync, SplitAhead::Auto) => {
+                parts(end - start).max(self.link.waiting_parts(end - start))
+            }
             (crate::policy::IoKind::Sync, _) | (_, SplitAhead::Always) => parts(end - start),
             (_, SplitAhead::Auto) => self.link.ahead_parts(end - start),
             (_, SplitAhead::Never) => 1,
