@@ -127,6 +127,10 @@ const DEVICE_SWEEP: &[(u64, u64)] = &[
     (8 << 20, 32),
     (16 << 20, 16),
     (16 << 20, 32),
+    // On a link capped per connection the engine keeps more than 32 GETs in flight (reads
+    // ahead in parts): the ceiling must try as many.
+    (2 << 20, 64),
+    (4 << 20, 64),
 ];
 /// As much as the sequential patterns read of the 1 GiB object: a ceiling read over
 /// fewer bytes pays its first round trip and its last partial wave over less, and read
