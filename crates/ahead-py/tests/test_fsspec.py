@@ -75,17 +75,22 @@ def test_a_parquet_file_round_trips_through_the_engine(tmp_path, s3):
     assert dataset.to_table(columns=picked).equals(table.select(picked))
 
 
+def int_columns(path, rows: int, row_group_size: int):
+    """A Parquet file at `path` of 20 int64 columns c0..c19 of `rows` rows in row groups of
+    `row_group_size`, uncompressed; its table."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    table = pa.table({f"c{i}": pa.array(range(i * rows, (i + 1) * rows)) for i in range(20)})
+    pq.write_table(table, path, row_group_size=row_group_size, compression="none")
+    return table
+
+
 @pytest.fixture
 def six_row_groups(tmp_path):
     """A Parquet file of 20 int64 columns in 6 row groups of 10,000 rows, uncompressed, and its
     table."""
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
-    rows = 60_000
-    table = pa.table({f"c{i}": pa.array(range(i * rows, (i + 1) * rows)) for i in range(20)})
     path = tmp_path / "t.parquet"
-    pq.write_table(table, path, row_group_size=10_000, compression="none")
-    return path, table
+    return path, int_columns(path, 60_000, 10_000)
 
 
 def test_a_parquet_footer_names_the_chunks_to_read_ahead(six_row_groups):
@@ -142,12 +147,9 @@ def test_a_projection_of_one_row_group_reads_its_chunks_and_a_full_scan_reads_ah
     3 columns, the engine fetches those chunks and the footer, not the columns after each
     (without the index's guide it reads on into them); reading every column, it still reads
     ahead."""
-    pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
-    rows = 400_000
-    table = pa.table({f"c{i}": pa.array(range(i * rows, (i + 1) * rows)) for i in range(20)})
     path = tmp_path / "one.parquet"
-    pq.write_table(table, path, row_group_size=rows, compression="none")
+    table = int_columns(path, 400_000, 400_000)
     s3.put("tables/one.parquet", path.read_bytes())
     key = f"{BUCKET}/tables/one.parquet"
     meta = pq.read_metadata(path)

@@ -137,24 +137,18 @@ impl Link {
         for pair in &self.options {
             c.args(["-o", pair]);
         }
-        c.arg(&self.url)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+        c.arg(&self.url).stdout(Stdio::null());
         if let Some(e) = &self.endpoint {
             c.env("AWS_ENDPOINT_URL", e);
         }
         let started = Instant::now();
-        let mut child = c.spawn().map_err(|e| runtime(format!("ahead cat: {e}")))?;
-        let mut said = String::new();
-        if let Some(mut err) = child.stderr.take() {
-            let _ = err.read_to_string(&mut said);
-        }
-        let status = child
-            .wait()
-            .map_err(|e| runtime(format!("ahead cat: {e}")))?;
+        let done = c.output().map_err(|e| runtime(format!("ahead cat: {e}")))?;
         let elapsed = started.elapsed();
-        if !status.success() {
-            return Err(runtime(format!("ahead cat failed: {}", said.trim())));
+        if !done.status.success() {
+            return Err(runtime(format!(
+                "ahead cat failed: {}",
+                String::from_utf8_lossy(&done.stderr).trim()
+            )));
         }
         Ok(RemoteRun {
             mb_per_s: size as f64 / elapsed.as_secs_f64().max(1e-9) / 1e6,

@@ -100,15 +100,19 @@ impl LinkRate {
         }
     }
 
+    /// What one connection streams in one of the link's waits for a first byte, in bytes;
+    /// `None` until a wait and a large GET's rate are measured.
+    fn one_wait_bytes(&self) -> Option<f64> {
+        let m = self.measured.lock().unwrap_or_else(|e| e.into_inner());
+        let wait_s = m.first_byte_floor_s();
+        (m.bytes_per_s > 0.0 && wait_s > 0.0).then(|| m.bytes_per_s * wait_s)
+    }
+
     /// The part size a read ahead is split at: what streams in [`WAITS_PER_PART`]
     /// of the link's waits for a first byte, at least `PART_BYTES`; `None` until measured.
     pub(super) fn part_bytes(&self) -> Option<u64> {
-        let m = self.measured.lock().unwrap_or_else(|e| e.into_inner());
-        let wait_s = m.first_byte_floor_s();
-        (m.bytes_per_s > 0.0 && wait_s > 0.0).then(|| {
-            let part = m.bytes_per_s * wait_s * WAITS_PER_PART;
-            (part as u64).max(PART_BYTES)
-        })
+        self.one_wait_bytes()
+            .map(|bytes| ((bytes * WAITS_PER_PART) as u64).max(PART_BYTES))
     }
 
     /// How many parallel GETs a read its reader waits for of `bytes` goes as, by the link's
@@ -117,13 +121,12 @@ impl LinkRate {
     /// until measured. Where one connection streams a wait's worth of several MiB (no cap),
     /// a read of a few MiB stays whole.
     pub(super) fn waiting_parts(&self, bytes: u64) -> u64 {
-        let m = self.measured.lock().unwrap_or_else(|e| e.into_inner());
-        let wait_s = m.first_byte_floor_s();
-        if m.bytes_per_s <= 0.0 || wait_s <= 0.0 {
-            return 1;
+        match self.one_wait_bytes() {
+            Some(one_wait) => {
+                (bytes / (one_wait as u64).max(WAITING_PART_BYTES)).clamp(1, MOST_PARTS)
+            }
+            None => 1,
         }
-        let part = ((m.bytes_per_s * wait_s) as u64).max(WAITING_PART_BYTES);
-        (bytes / part).clamp(1, MOST_PARTS)
     }
 
     /// How many parallel GETs a read ahead of `bytes` goes as: 1 until the link is measured or
