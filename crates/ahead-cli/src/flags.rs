@@ -72,6 +72,11 @@ pub(crate) struct BenchArgs {
     /// Write the results as JSON to this file.
     #[arg(long)]
     pub(crate) json: Option<PathBuf>,
+    /// Beside every engine row of a named reader, the simulator's prediction on this device:
+    /// a profile `ahead calibrate` wrote, or a preset (nvme, hdd, remote); with --remote also
+    /// `calibrate`, to measure the link first, through the same proxy.
+    #[arg(long)]
+    pub(crate) device: Option<String>,
     /// Write a picture (SVG) of the ratios to the kernel per pattern to this file, and one of
     /// the first engine run's requests over time beside it (NAME-windows.svg).
     #[arg(long)]
@@ -197,6 +202,24 @@ pub(crate) struct StatsArgs {
     pub(crate) json: bool,
 }
 
+#[derive(Args)]
+pub(crate) struct CalibrateArgs {
+    /// What to measure: a local file (256 MiB or more), a directory to write a 1 GiB scratch
+    /// file in (removed after), or an object (`s3://bucket/key`, `http(s)://...`, 64 MiB or
+    /// more). Default: the current directory.
+    pub(crate) target: Option<String>,
+    /// Write the profile (JSON) here; `--device FILE` takes it. Default: print it.
+    #[arg(short = 'o', long)]
+    pub(crate) output: Option<PathBuf>,
+    /// How long each probe runs, in seconds (14 probes and the engine's own cost locally; 7
+    /// probes and the engine's cost for an object).
+    #[arg(long, default_value_t = 2.0)]
+    pub(crate) probe_seconds: f64,
+    /// An engine setting for an object's probes, KEY=VALUE (remote.endpoint=..., ...).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub(crate) set: Vec<String>,
+}
+
 #[derive(Args, Clone)]
 pub(crate) struct ModelArgs {
     /// Policy to run, or 'all'.
@@ -208,7 +231,7 @@ pub(crate) struct ModelArgs {
     /// The old spelling of --cache, in MiB.
     #[arg(long, hide = true)]
     pub(crate) cache_mb: Option<u64>,
-    /// Device model: nvme, hdd or remote.
+    /// Device model: nvme, hdd or remote, or a profile `ahead calibrate` wrote (a .json file).
     #[arg(long, default_value = "nvme")]
     pub(crate) device: String,
     /// Maximum readahead window (the device's read_ahead_kb; 128k, 8m, ...). Default 128k;
@@ -432,7 +455,7 @@ impl ModelArgs {
     }
 
     pub(crate) fn config_with(&self, d: Defaults) -> Result<SimConfig, Failure> {
-        let device = DeviceModel::preset(&self.device).map_err(usage)?;
+        let device = DeviceModel::named(&self.device).map_err(usage)?;
         let kb_pages = ahead::units::kib_to_pages;
         let cache_bytes = self.cache_bytes()?;
         let ra_max_kb = self.ra_max_kb()?;

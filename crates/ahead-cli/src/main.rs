@@ -63,6 +63,9 @@ enum Command {
     Mount(MountArgs),
     /// Print the statistics of a directory `ahead mount` serves.
     Stats(StatsArgs),
+    /// Measure a device (a local file system, or an object store) the way the engine reads
+    /// it, and write the model the simulator takes (`--device profile.json`).
+    Calibrate(CalibrateArgs),
 }
 
 /// Whether the standard output was closed when the process started (`ahead cat F >&-`). The
@@ -122,6 +125,7 @@ fn main() -> ExitCode {
         Command::Mount(a) => cmd_mount(a),
         Command::Stats(a) => cmd_stats(a),
         Command::Bench(a) => cmd_bench(a),
+        Command::Calibrate(a) => cmd_calibrate(a),
     };
     match outcome {
         Ok(text) => {

@@ -435,7 +435,7 @@ impl ModelArgs<'_> {
     /// The configuration, with the window and request sizes a trace brings (`defaults`) where
     /// none is given, as `ahead replay` takes them.
     fn config(&self, defaults: ahead::kernel::TraceDefaults) -> PyResult<SimConfig> {
-        let device = DeviceModel::preset(&self.device).map_err(PyValueError::new_err)?;
+        let device = DeviceModel::named(&self.device).map_err(PyValueError::new_err)?;
         let ra = pages_arg(
             self.ra_max.as_ref(),
             "ra_max",

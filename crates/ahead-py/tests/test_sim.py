@@ -70,3 +70,24 @@ def test_named_readers_are_the_benches_reads():
     assert skips[0] == (0, 1 << 20) and (48 << 20, 1 << 20) not in skips and (64 << 20, 1 << 20) in skips
     with pytest.raises(ValueError, match="seq-4k"):
         ahead.reader_reads("seq-3k", 1 << 20)
+
+
+def test_a_calibrated_profile_is_a_device(tmp_path):
+    # A profile as `ahead calibrate` writes it (the model's fields; the rest is for people): a
+    # store that answers in 40 ms and streams 25 MB/s a connection. Python's simulator and the
+    # CLI's give the same records on it, and a capped connection makes the same reads slower.
+    profile = tmp_path / "store.json"
+    model = {"name": "a capped store", "latency_us": 40000.0, "per_request_us": 0.0, "seek_us": 0.0,
+             "bandwidth_mb_s": 500.0, "queue_depth": 64, "connection_mb_s": 25.0,
+             "host": {"read_ns": 200.0, "copy_ns_per_page": 300.0}, "calibrated": {"probes": []}}
+    profile.write_text(json.dumps(model))
+    ours = ahead.sim("seq:size=64m,bs=1m", policy="adaptive", device=str(profile))
+    assert ours == run_cli("sim", "--pattern", "seq:size=64m,bs=1m", "--policy", "adaptive", "--device", str(profile))
+    uncapped = tmp_path / "uncapped.json"
+    uncapped.write_text(json.dumps({**model, "name": "uncapped", "connection_mb_s": 0.0}))
+    time = lambda r: next(x for x in r["results"] if x["policy"] == "adaptive")["modeled_ms"]
+    assert time(ours) > time(ahead.sim("seq:size=64m,bs=1m", policy="adaptive", device=str(uncapped)))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**model, "queue_depth": 0}))
+    with pytest.raises(ValueError, match="queue_depth"):
+        ahead.sim("seq", device=str(bad))

@@ -12,6 +12,14 @@
 //! bio: each command takes its own queue slot and pays its own per-request cost, and its pages
 //! are ready when it completes. A policy's request is still counted once in the reports.
 //!
+//! An object store adds one more limit: each request streams no faster than one connection
+//! carries (`connection_mb_s`, tens of MB/s on S3), however idle the store is, so its
+//! throughput is set by how many requests are in flight and how large. That part of a
+//! request's time overlaps with other requests, as its latency does.
+//!
+//! A model is a preset (nvme, hdd, remote) or a profile measured on the user's own device by
+//! `ahead calibrate` and written as JSON ([`DeviceModel::named`] takes either).
+//!
 //! Both drivers use it, so it lives beside them rather than in either: the simulator runs its
 //! requests through a `Device` timeline, and the engine's meter starts a source it has not
 //! measured yet from a preset (an object store's round trips) and tells the policies an
@@ -22,7 +30,7 @@ use std::fmt;
 /// Parameters of a modelled device.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct DeviceModel {
-    /// Preset name, for reports.
+    /// Preset name (or a profile's), for reports.
     pub name: &'static str,
     /// Latency every request pays, overlapped with other requests, in microseconds.
     pub latency_us: f64,
@@ -34,6 +42,9 @@ pub struct DeviceModel {
     pub bandwidth_mb_s: f64,
     /// Requests the device works on at once.
     pub queue_depth: usize,
+    /// The most one request streams at, in MB/s (an object store's connection); 0: no limit
+    /// but the device's.
+    pub connection_mb_s: f64,
 }
 
 impl DeviceModel {
@@ -46,6 +57,7 @@ impl DeviceModel {
         seek_us: 0.0,
         bandwidth_mb_s: 2400.0,
         queue_depth: 32,
+        connection_mb_s: 0.0,
     };
 
     /// A 7200 rpm spinning disk: ~8 ms to seek, ~150 MB/s streaming, shallow queue.
@@ -56,6 +68,7 @@ impl DeviceModel {
         seek_us: 8000.0,
         bandwidth_mb_s: 150.0,
         queue_depth: 4,
+        connection_mb_s: 0.0,
     };
 
     /// A remote object store (S3-like): ~30 ms to first byte, many requests in parallel,
@@ -67,6 +80,7 @@ impl DeviceModel {
         seek_us: 0.0,
         bandwidth_mb_s: 1000.0,
         queue_depth: 64,
+        connection_mb_s: 0.0,
     };
 
     /// Every preset, by name.
@@ -90,12 +104,70 @@ impl DeviceModel {
             })
     }
 
+    /// The model `spec` names: a preset's name, or the path of a profile `ahead calibrate`
+    /// wrote.
+    ///
+    /// # Errors
+    /// An unknown name (listing the presets), or a profile that cannot be read or is not one.
+    pub fn named(spec: &str) -> Result<DeviceModel, String> {
+        let path = std::path::Path::new(spec);
+        if Self::preset(spec).is_ok() || !(spec.ends_with(".json") || path.is_file()) {
+            return Self::preset(spec);
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{spec}: {e}"))?;
+        Self::from_profile(&text).map_err(|e| format!("{spec}: {e}"))
+    }
+
+    /// A model from a profile's JSON text (the fields of [`DeviceModel`]; anything else in it,
+    /// such as what calibration measured, is kept for people and ignored here).
+    ///
+    /// # Errors
+    /// Not JSON, a field missing, or a figure no device has.
+    pub fn from_profile(text: &str) -> Result<DeviceModel, String> {
+        let p: Profile =
+            serde_json::from_str(text).map_err(|e| format!("not a device profile: {e}"))?;
+        let model = DeviceModel {
+            name: interned(p.name),
+            latency_us: p.latency_us,
+            per_request_us: p.per_request_us,
+            seek_us: p.seek_us,
+            bandwidth_mb_s: p.bandwidth_mb_s,
+            queue_depth: p.queue_depth,
+            connection_mb_s: p.connection_mb_s,
+        };
+        let times = [model.latency_us, model.per_request_us, model.seek_us];
+        if times.iter().any(|t| !(t.is_finite() && *t >= 0.0)) {
+            return Err("latency_us, per_request_us and seek_us must be 0 or more".into());
+        }
+        if !(model.bandwidth_mb_s.is_finite() && model.bandwidth_mb_s > 0.0) {
+            return Err("bandwidth_mb_s must be more than 0".into());
+        }
+        if !(model.connection_mb_s.is_finite() && model.connection_mb_s >= 0.0) {
+            return Err("connection_mb_s must be 0 (no limit) or more".into());
+        }
+        if !(1..=65_536).contains(&model.queue_depth) {
+            return Err("queue_depth must be 1 to 65536".into());
+        }
+        Ok(model)
+    }
+
+    /// Time one request of `bytes` spends streaming on its own connection, in microseconds (0
+    /// where the model has no per-connection limit).
+    fn connection_us(&self, bytes: f64) -> f64 {
+        if self.connection_mb_s > 0.0 {
+            bytes / self.connection_mb_s
+        } else {
+            0.0
+        }
+    }
+
     /// Modelled bandwidth of the device when it is kept busy with requests of `pages` pages,
     /// in MB/s (for comparing a run against what the device could do).
     pub fn streaming_mb_s(&self, pages: u64) -> f64 {
         let bytes = (pages * crate::units::PAGE_SIZE) as f64;
         let serial_us = self.per_request_us + bytes / self.bandwidth_mb_s;
-        let parallel_us = (self.latency_us + serial_us) / self.queue_depth as f64;
+        let held_us = serial_us.max(self.per_request_us + self.connection_us(bytes));
+        let parallel_us = (self.latency_us + held_us) / self.queue_depth as f64;
         bytes / serial_us.max(parallel_us)
     }
 }
@@ -136,18 +208,49 @@ impl DeviceModel {
     }
 }
 
+/// A profile as JSON holds it: [`DeviceModel`]'s fields, the name owned.
+#[derive(serde::Deserialize)]
+struct Profile {
+    name: String,
+    latency_us: f64,
+    per_request_us: f64,
+    seek_us: f64,
+    bandwidth_mb_s: f64,
+    queue_depth: usize,
+    #[serde(default)]
+    connection_mb_s: f64,
+}
+
+/// `name` as a `&'static str`: a profile's name is kept once per distinct name for the
+/// process's life (models are `Copy` and named in reports), so loading the same profile again
+/// keeps nothing more.
+fn interned(name: String) -> &'static str {
+    static NAMES: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&known) = names.iter().find(|&&n| n == name) {
+        return known;
+    }
+    let kept: &'static str = Box::leak(name.into_boxed_str());
+    names.push(kept);
+    kept
+}
+
 impl fmt::Display for DeviceModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} (latency {} us, {} us/request, seek {} us, {} MB/s, queue depth {})",
+            "{} (latency {} us, {} us/request, seek {} us, {} MB/s, queue depth {}",
             self.name,
             self.latency_us,
             self.per_request_us,
             self.seek_us,
             self.bandwidth_mb_s,
             self.queue_depth
-        )
+        )?;
+        if self.connection_mb_s > 0.0 {
+            write!(f, ", {} MB/s a connection", self.connection_mb_s)?;
+        }
+        f.write_str(")")
     }
 }
 
@@ -162,6 +265,8 @@ pub(crate) struct Device {
     per_request_ns: u64,
     seek_ns: u64,
     ns_per_page: f64,
+    /// A command's own streaming time per page, where one connection limits it (0: none).
+    connection_ns_per_page: f64,
     /// Largest command in pages: longer requests are split.
     command_pages: u64,
 }
@@ -179,6 +284,7 @@ impl Device {
             per_request_ns: (model.per_request_us * 1000.0) as u64,
             seek_ns: (model.seek_us * 1000.0) as u64,
             ns_per_page: crate::units::PAGE_SIZE as f64 * 1000.0 / model.bandwidth_mb_s,
+            connection_ns_per_page: model.connection_us(crate::units::PAGE_SIZE as f64) * 1000.0,
         }
     }
 
@@ -205,8 +311,15 @@ impl Device {
         };
         self.last_end = (file, start_page + pages);
         let serial = self.per_request_ns + seek + (pages as f64 * self.ns_per_page) as u64;
-        let done = (begin + self.latency_ns).max(self.serial_free_ns) + serial;
-        self.serial_free_ns = done;
+        let serial_done = (begin + self.latency_ns).max(self.serial_free_ns) + serial;
+        // On its own connection the command streams no faster than the connection carries,
+        // beside (not in turn with) the others.
+        let streamed = begin
+            + self.latency_ns
+            + self.per_request_ns
+            + (pages as f64 * self.connection_ns_per_page) as u64;
+        let done = serial_done.max(streamed);
+        self.serial_free_ns = serial_done;
         self.slot_free_ns[slot] = done;
         done
     }
@@ -219,5 +332,87 @@ impl Device {
 
     pub(crate) fn model(&self) -> &DeviceModel {
         &self.model
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store that answers in 40 ms, 500 MB/s in all, 25 MB/s a connection.
+    const CAPPED: DeviceModel = DeviceModel {
+        name: "capped",
+        latency_us: 40_000.0,
+        per_request_us: 0.0,
+        seek_us: 0.0,
+        bandwidth_mb_s: 500.0,
+        queue_depth: 64,
+        connection_mb_s: 25.0,
+    };
+
+    #[test]
+    fn a_capped_connection_holds_one_request_not_the_others() {
+        let pages = (2u64 << 20) / crate::units::PAGE_SIZE; // 2 MiB
+        let mut d = Device::new(CAPPED, pages);
+        // One 2 MiB request: its wait, then 2 MiB at 25 MB/s (84 ms), not at 500 (4 ms).
+        let one = d.submit(0, 0, 0, pages);
+        assert!((one as f64 / 1e6 - (40.0 + 83.9)).abs() < 0.5, "{one}");
+        // Sixteen more at once each stream on their own connection beside it: the sixteenth
+        // ends by the serial transfer of all of them (17 x 4.2 ms) or its own streaming,
+        // whichever is later, not sixteen streamings in turn.
+        let mut last = 0;
+        for k in 1..17 {
+            last = d.submit(0, 0, k * pages, pages);
+        }
+        assert!(last < one + 80_000_000, "{last}");
+        // Without the cap, a request is done by its wait and its share of the bandwidth.
+        let mut free = Device::new(
+            DeviceModel {
+                connection_mb_s: 0.0,
+                ..CAPPED
+            },
+            pages,
+        );
+        assert!(free.submit(0, 0, 0, pages) < 45_000_000);
+        // The streaming rate at depth the model reports agrees: 64 x 25 MB/s > 500.
+        assert!((CAPPED.streaming_mb_s(pages) - 500.0).abs() < 1.0);
+        let shallow = DeviceModel {
+            queue_depth: 8,
+            ..CAPPED
+        };
+        assert!(shallow.streaming_mb_s(pages) < 8.0 * 25.0);
+    }
+
+    #[test]
+    fn a_profile_is_read_back_and_a_bad_one_refused() {
+        let text = r#"{"name": "my disk", "latency_us": 70.5, "per_request_us": 4.0,
+            "seek_us": 0.0, "bandwidth_mb_s": 2100.0, "queue_depth": 6,
+            "host": {"read_ns": 150.0}, "calibrated": {"probes": []}}"#;
+        let m = DeviceModel::from_profile(text).unwrap();
+        assert_eq!(m.name, "my disk");
+        assert_eq!(
+            (m.latency_us, m.queue_depth, m.connection_mb_s),
+            (70.5, 6, 0.0)
+        );
+        // The same name twice is one name kept.
+        let again = DeviceModel::from_profile(text).unwrap();
+        assert!(std::ptr::eq(m.name, again.name));
+        for (bad, says) in [
+            (text.replace("2100.0", "0"), "bandwidth_mb_s"),
+            (
+                text.replace("\"queue_depth\": 6", "\"queue_depth\": 0"),
+                "queue_depth",
+            ),
+            (text.replace("70.5", "-1"), "latency_us"),
+            (text.replace("\"latency_us\": 70.5,", ""), "latency_us"),
+            ("[1, 2]".to_string(), "not a device profile"),
+        ] {
+            let e = DeviceModel::from_profile(&bad).unwrap_err();
+            assert!(e.contains(says), "{e}");
+        }
+        assert!(DeviceModel::named("floppy")
+            .unwrap_err()
+            .contains("unknown device"));
+        assert!(DeviceModel::named("/no/such/profile.json").is_err());
     }
 }

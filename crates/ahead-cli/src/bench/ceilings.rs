@@ -147,6 +147,8 @@ pub(super) fn rows(
                 vs_device: None,
                 device_ceiling: None,
                 device_ceiling_mb_per_s: None,
+                predicted_mb_per_s: None,
+                predicted_error: None,
                 runs: rs,
             }
         })

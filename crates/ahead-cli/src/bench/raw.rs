@@ -161,6 +161,45 @@ pub fn random_ceiling(
     })
 }
 
+/// `O_DIRECT` reads of `bs` bytes, `qd` in flight through io_uring, for `cap`: at random
+/// `bs`-aligned offsets, or one after another from the file's start (`random` false); the
+/// kernel's cached pages of the file dropped first. `ahead calibrate`'s probe.
+pub fn reads_at_depth(
+    path: &Path,
+    bs: usize,
+    qd: usize,
+    random: bool,
+    cap: Duration,
+) -> io::Result<RawRun> {
+    drop_kernel_cache(path)?;
+    let file = open_direct(path)?;
+    let size = file.metadata()?.len();
+    let units = (size / bs as u64).max(1);
+    let mut ring = IoUring::new((qd as u32 * 2).next_power_of_two())?;
+    let bufs = buffers(qd, bs);
+    let mut rng = Rng(11);
+    let mut at = 0u64;
+    let start = Instant::now();
+    let (bytes, reads, latencies) = queue_depth_reads(
+        &mut ring,
+        file.as_fd(),
+        bufs,
+        squeue::Flags::empty(),
+        start + cap,
+        || {
+            let unit = if random { rng.below(units) } else { at };
+            at = (at + 1) % units;
+            Some((unit * bs as u64, bs))
+        },
+    )?;
+    Ok(RawRun {
+        bytes,
+        reads,
+        elapsed: start.elapsed(),
+        latencies,
+    })
+}
+
 /// Random 4 KiB `O_DIRECT` reads for `cap` (or `total` reads), by `method`: `sync` (one thread,
 /// one read at a time), `threads` (32 threads each doing `pread`), `uring` (one thread, 32 in
 /// flight).

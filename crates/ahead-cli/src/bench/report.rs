@@ -95,6 +95,9 @@ pub fn table(o: &Outcome) -> String {
             ratio(r.vs_kernel),
             ratio(r.vs_device)
         );
+        if let (Some(mb), Some(err)) = (r.predicted_mb_per_s, r.predicted_error) {
+            let _ = writeln!(s, "{:<41} {:>9.1} predicted ({:+.0}%)", "", mb, err * 100.0);
+        }
         if let Some(sim) = r.runs.first().and_then(|x| x.sim_requests) {
             let _ = writeln!(
                 s,

@@ -102,6 +102,13 @@ pub(crate) fn cmd_bench(a: BenchArgs) -> Result<String, Failure> {
             io_max_kb: None,
         },
         quick: a.quick,
+        predict_on: match a.device.as_deref() {
+            Some(spec) => Some((
+                DeviceModel::named(spec).map_err(usage)?,
+                HostCost::of_profile(spec),
+            )),
+            None => None,
+        },
     };
     let outcome = bench::run(&plan).map_err(runtime)?;
     // Every file the run leaves behind is named at the end; nothing else stays.

@@ -4,6 +4,7 @@
 use crate::*;
 
 mod bench;
+mod calibrate;
 mod cat;
 mod compare;
 #[cfg(feature = "mount")]
@@ -14,6 +15,7 @@ mod stats;
 mod trace;
 
 pub(crate) use bench::*;
+pub(crate) use calibrate::*;
 pub(crate) use cat::*;
 pub(crate) use compare::*;
 #[cfg(feature = "mount")]

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 mod bench;
+mod calibrate;
 mod cat;
 #[cfg(feature = "mount")]
 mod mount;

@@ -500,7 +500,8 @@ def sim(pattern: str, policy: str = "all", device: str = "nvme", cache: Optional
         io_max: Optional[Size] = None, compute_us: float = 0.0, eviction: str = "lru") -> Dict[str, Any]:
     """``ahead sim --pattern PATTERN --json``: every policy (and the oracle) on a pattern
     such as ``"seq:size=256m,bs=4k"``, modelled; ``result["results"]`` holds a record per
-    policy with the CLI's field names."""
+    policy with the CLI's field names. ``device``: ``nvme``, ``hdd``, ``remote`` or the path
+    of a profile ``ahead calibrate`` measured."""
     model = dict(policy=policy, device=device, cache=cache, ra_max=ra_max, io_max=io_max, compute_us=float(compute_us),
                  eviction=eviction)
     return json.loads(_ahead.sim_json(pattern, model))
@@ -509,7 +510,7 @@ def sim(pattern: str, policy: str = "all", device: str = "nvme", cache: Optional
 def replay(path: PathLike, policy: str = "all", device: str = "nvme", cache: Optional[Size] = None, ra_max: Optional[Size] = None,
            io_max: Optional[Size] = None, compute_us: float = 0.0, eviction: str = "lru") -> Dict[str, Any]:
     """``ahead replay PATH --json``: a recorded trace (strace log, CSV, or a directory of
-    ``ahead trace --kernel``) through every policy."""
+    ``ahead trace --kernel``) through every policy; ``device`` as :func:`sim` takes it."""
     model = dict(policy=policy, device=device, cache=cache, ra_max=ra_max, io_max=io_max, compute_us=float(compute_us),
                  eviction=eviction)
     return json.loads(_ahead.replay_json(os.fspath(path), model))

@@ -36,6 +36,17 @@ pub struct File {
 }
 
 impl File {
+    /// The windows and request sizes its policy was given (sized for its device, within the
+    /// budget): what a simulation of this file's reads takes to decide as the engine does.
+    pub fn policy_config(&self) -> crate::policy::PolicyConfig {
+        crate::policy::PolicyConfig {
+            ra_max_pages: self.window_max,
+            io_max_pages: self.io_max,
+            fixed_pages: self.window_max,
+            folio_max_order: 0,
+        }
+    }
+
     /// Size of the file in bytes as the engine last saw it: the size at open, or what the
     /// size check of a later read found (a file truncated or extended while open).
     pub fn len(&self) -> u64 {

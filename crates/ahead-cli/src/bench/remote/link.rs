@@ -141,9 +141,9 @@ impl Link {
         if let Some(e) = &self.endpoint {
             c.env("AWS_ENDPOINT_URL", e);
         }
-        let started = Instant::now();
+        let (started, cpu) = (Instant::now(), children_cpu_seconds());
         let done = c.output().map_err(|e| runtime(format!("ahead cat: {e}")))?;
-        let elapsed = started.elapsed();
+        let (elapsed, cpu) = (started.elapsed(), children_cpu_seconds() - cpu);
         if !done.status.success() {
             return Err(runtime(format!(
                 "ahead cat failed: {}",
@@ -155,6 +155,7 @@ impl Link {
             bytes: size,
             reads: size.div_ceil(bs.max(1)),
             elapsed_s: elapsed.as_secs_f64(),
+            cpu_s_per_gib: cpu_per_gib(cpu, size),
             ..RemoteRun::default()
         })
     }
@@ -174,7 +175,7 @@ impl Link {
         let mut lat = Vec::with_capacity(reads.len());
         let mut touched = PageSet::new(file.len());
         let mut bytes = 0;
-        let start = Instant::now();
+        let (start, cpu) = (Instant::now(), ahead::os::cpu_seconds());
         for &(off, len) in reads {
             let t = Instant::now();
             let n = read_full(&file, off, &mut buf[..len as usize])
@@ -192,6 +193,7 @@ impl Link {
         Ok(RemoteRun {
             unused_share: Some(unused_share(fetched, touched.count())),
             requests: stats.requests,
+            cpu_s_per_gib: cpu_per_gib(ahead::os::cpu_seconds() - cpu, bytes),
             ..measured(bytes, elapsed, &mut lat)
         })
     }
@@ -334,6 +336,7 @@ impl Link {
                 }
                 _ => None,
             };
+            let cpu = children_cpu_seconds();
             let (bytes, elapsed) = curl
                 .fetch(
                     &requests,
@@ -350,6 +353,7 @@ impl Link {
             return Ok(RemoteRun {
                 requests: requests.len() as u64,
                 ceiling: Some(format!("{label}, curl")),
+                cpu_s_per_gib: cpu_per_gib(children_cpu_seconds() - cpu, total),
                 ..measured(total, elapsed, &mut [])
             });
         }

@@ -62,6 +62,22 @@ pub(super) fn read_full(file: &File, off: u64, buf: &mut [u8]) -> std::io::Resul
     Ok(n)
 }
 
+/// CPU seconds (user and system) of this process's children that have ended and been waited
+/// for: `ahead cat` and curl, the contenders run as processes of their own.
+pub(super) fn children_cpu_seconds() -> f64 {
+    // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes into the struct it is given.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// CPU seconds a GiB: `cpu_s` spent bringing `bytes`.
+pub(super) fn cpu_per_gib(cpu_s: f64, bytes: u64) -> Option<f64> {
+    (bytes > 0).then(|| cpu_s / (bytes as f64 / (1u64 << 30) as f64))
+}
+
 /// Start this process's peak resident memory (`VmHWM`) over from what is resident now, after
 /// giving back what earlier runs freed.
 pub(super) fn reset_peak_rss() {

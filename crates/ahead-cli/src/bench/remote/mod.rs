@@ -45,7 +45,9 @@ mod report;
 mod tools;
 
 use link::Link;
-use measure::{peak_rss, read_full, reset_peak_rss, Nanos, PageSet};
+use measure::{
+    children_cpu_seconds, cpu_per_gib, peak_rss, read_full, reset_peak_rss, Nanos, PageSet,
+};
 use report::table;
 use tools::{Fsspec, Toxiproxy};
 
@@ -131,6 +133,9 @@ const DEVICE_SWEEP: &[(u64, u64)] = &[
     // ahead in parts): the ceiling must try as many.
     (2 << 20, 64),
     (4 << 20, 64),
+    // 64 GETs of 8 MiB: 512 MiB in flight, more than an engine with a window of 128 MiB
+    // keeps (`ahead cat` with a 512 MiB budget passed the sweep without it).
+    (8 << 20, 64),
 ];
 /// As much as the sequential patterns read of the 1 GiB object: a ceiling read over
 /// fewer bytes pays its first round trip and its last partial wave over less, and read
@@ -195,6 +200,28 @@ pub(crate) fn cmd(url: &str, a: &BenchArgs) -> Result<String, Failure> {
         let engine = link.engine("none", 8 << 20, None)?;
         let file = engine.open(&link.url).map_err(|e| runtime(e.to_string()))?;
         file.len()
+    };
+    let predict_on = match a.device.as_deref() {
+        None => None,
+        // The link measured as `ahead calibrate` measures a store, through the same proxy.
+        Some("calibrate") => {
+            let mut settings = link.options.clone();
+            if let Some(e) = &link.endpoint {
+                settings.push(format!("remote.endpoint={e}"));
+            }
+            let (model, host, probes) = crate::commands::calibrate_remote(
+                "calibrated link",
+                &link.url,
+                &settings,
+                Duration::from_secs_f64(1.5),
+            )?;
+            eprint!("{}", crate::commands::probes_text(&model, &host, &probes));
+            Some((model, host))
+        }
+        Some(spec) => Some((
+            DeviceModel::named(spec).map_err(usage)?,
+            crate::commands::HostCost::of_profile(spec),
+        )),
     };
     let fsspec = contenders
         .contains(&"fsspec")
@@ -302,7 +329,26 @@ pub(crate) fn cmd(url: &str, a: &BenchArgs) -> Result<String, Failure> {
             a.python
         );
     }
-    let out = table(&rows, budget);
+    let mut out = table(&rows, budget);
+    let predictions = match predict_on {
+        Some((device, host)) => predictions(&link, &rows, size, budget, device, host)?,
+        None => Vec::new(),
+    };
+    if let Some((device, _)) = predict_on {
+        out.push_str(&format!(
+            "\npredicted: the simulator on {device}, the same reads as each engine row's median run\n"
+        ));
+        for p in &predictions {
+            out.push_str(&format!(
+                "  {:<18} {:<21} {:>9.3} MB/s measured {:>9.3} predicted ({:+.0}%)\n",
+                p["pattern"].as_str().unwrap_or(""),
+                p["contender"].as_str().unwrap_or(""),
+                p["mb_per_s"].as_f64().unwrap_or(0.0),
+                p["predicted_mb_per_s"].as_f64().unwrap_or(0.0),
+                p["error"].as_f64().unwrap_or(0.0) * 100.0
+            ));
+        }
+    }
     if let Some(path) = &a.json {
         let v = json!({
             "url": url,
@@ -312,6 +358,7 @@ pub(crate) fn cmd(url: &str, a: &BenchArgs) -> Result<String, Failure> {
             "budget": budget,
             "objects": a.objects,
             "repeat": repeat,
+            "predictions": predictions,
             "patterns": rows.iter().map(|(p, runs)| json!({
                 "pattern": p,
                 "contenders": runs.iter().map(|(c, r)| json!({"contender": c, "runs": r})).collect::<Vec<_>>(),
@@ -319,6 +366,64 @@ pub(crate) fn cmd(url: &str, a: &BenchArgs) -> Result<String, Failure> {
         });
         std::fs::write(path, serde_json::to_string_pretty(&v).unwrap())
             .map_err(|e| runtime(format!("{}: {e}", path.display())))?;
+    }
+    Ok(out)
+}
+
+/// The simulator's prediction for every engine row of a named reader (see `bench::predict`):
+/// the engine's windows for the object, its reads ahead split as the link makes it split
+/// them (parts of 1.5 waits' streaming on one connection, at least 2 MiB: the model's
+/// commands), the same reads as the row's median run.
+fn predictions(
+    link: &Link,
+    rows: &[PatternRuns<'_>],
+    size: u64,
+    budget: u64,
+    device: DeviceModel,
+    host: crate::commands::HostCost,
+) -> Result<Vec<serde_json::Value>, Failure> {
+    let mut out = Vec::new();
+    for (pattern, runs) in rows {
+        for (contender, done) in runs {
+            let Some(policy) = contender.strip_prefix("ahead:") else {
+                continue;
+            };
+            if done.is_empty() || ahead::readers::find(pattern).is_none() {
+                continue;
+            }
+            let engine = link.engine(policy, budget, None)?;
+            let file = engine.open(&link.url).map_err(|e| runtime(e.to_string()))?;
+            let mut config = file.policy_config();
+            if device.connection_mb_s > 0.0 {
+                let wait_s = device.latency_us / 1e6;
+                let part = (1.5 * wait_s * device.connection_mb_s * 1e6).max((2 << 20) as f64);
+                let part_pages = (part as u64).div_ceil(ahead::PAGE_SIZE);
+                if 2 * part_pages <= config.io_max_pages {
+                    config.io_max_pages = part_pages;
+                }
+            }
+            let made = super::predict::median_reads(done.iter().map(|r| r.reads));
+            let mb_per_s = super::median(done.iter().map(|r| r.mb_per_s).collect());
+            let run = super::predict::Replayed {
+                policy,
+                reader: pattern,
+                size,
+                made,
+                cache_bytes: budget,
+                config,
+            };
+            let predicted =
+                super::predict::predicted_mb_per_s(&run, device, host).map_err(runtime)?;
+            if let Some(p) = predicted {
+                out.push(json!({
+                    "pattern": pattern,
+                    "contender": contender,
+                    "mb_per_s": mb_per_s,
+                    "predicted_mb_per_s": p,
+                    "error": p / mb_per_s.max(1e-9) - 1.0,
+                }));
+            }
+        }
     }
     Ok(out)
 }
@@ -364,6 +469,10 @@ pub struct RemoteRun {
     /// Peak resident memory during the run, in bytes: this process's (`VmHWM`, reset as the run
     /// starts) or, for fsspec, its subprocess's.
     pub peak_rss: u64,
+    /// The client's CPU seconds a GiB brought: the engine's (this process's, all its
+    /// threads), `ahead cat`'s or curl's (children); none for fsspec.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_s_per_gib: Option<f64>,
     /// For `device`: the sweep's best configuration.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ceiling: Option<String>,
@@ -416,6 +525,7 @@ fn measured(bytes: u64, elapsed: Duration, lat: &mut [Nanos]) -> RemoteRun {
         requests: 0,
         unused_share: None,
         peak_rss: peak_rss(),
+        cpu_s_per_gib: None,
         ceiling: None,
         sweep: Vec::new(),
     }

@@ -8,7 +8,7 @@ use super::*;
 /// the device and to fsspec.
 pub(super) fn table(rows: &[PatternRuns], budget: u64) -> String {
     let mut out = String::from(
-        "pattern            contender              MB/s (min-max)          p50 ms   GETs   unused  RSS-budget  x device  x fsspec\n",
+        "pattern            contender              MB/s (min-max)          p50 ms   GETs   unused  RSS-budget  x device  x fsspec  CPU s/GiB\n",
     );
     for (pattern, runs) in rows {
         let runs: Vec<(&str, Vec<RemoteRun>)> = runs
@@ -42,9 +42,17 @@ pub(super) fn table(rows: &[PatternRuns], budget: u64) -> String {
             } else {
                 "-".to_string()
             };
+            // The client's CPU a GiB brought (the engine's, `ahead cat`'s, curl's): on a link
+            // that shares this machine's CPUs with the server and the proxy, a client that
+            // spends more a byte leaves them less.
+            let cpu = r
+                .iter()
+                .all(|r| r.cpu_s_per_gib.is_some())
+                .then(|| med(r, |r| r.cpu_s_per_gib.unwrap_or(0.0)).0)
+                .map_or("-".to_string(), |c| format!("{c:.2}"));
             let _ = writeln!(
                 out,
-                "{pattern:<18} {contender:<21} {m:>8.1} ({lo:>7.1}-{hi:>7.1})  {:>8.2} {:>6} {:>8} {over:>11} {:>8} {:>9}",
+                "{pattern:<18} {contender:<21} {m:>8.1} ({lo:>7.1}-{hi:>7.1})  {:>8.2} {:>6} {:>8} {over:>11} {:>8} {:>9} {cpu:>10}",
                 med(r, |r| r.p50_ms).0,
                 med(r, |r| r.requests as f64).0 as u64,
                 unused.map_or("-".to_string(), |u| format!("{:.1}%", u * 100.0)),

@@ -90,6 +90,14 @@ fn claims(name: &Path) -> bool {
 /// The largest GET, in KiB: S3's guidance for ranged GETs (8-16 MiB) and mountpoint-s3's part.
 const REQUEST_KB: u64 = 8 << 10;
 
+/// The most a reader of one object keeps ahead, in KiB, where the budget allows (a file's
+/// window is at most a quarter of it): a link's window, as a disk's is its `read_ahead_kb`.
+/// Reads ahead split over capped connections each hold their part for a wait and its
+/// streaming (2 MiB at 25 MiB/s: 45 ms and 80 ms), so the link's rate times that is 60 MB and
+/// more in flight; 64 MiB held `ahead cat` to 0.79-0.86 of curl's ceiling on such a link and
+/// 128 MiB reached 0.90-1.02 (BENCHMARKS, issue 47, session 32).
+const WINDOW_KB: u64 = 128 << 10;
+
 fn open(name: &Path, settings: &OpenSettings) -> io::Result<Opened> {
     let url = parsed(name, false)?;
     let reading = Reading::of(name, settings.remote_options)?;

@@ -217,7 +217,7 @@ impl Source for RemoteSource {
     }
     fn limits(&self) -> Limits {
         Limits {
-            read_ahead_kb: None,
+            read_ahead_kb: Some(WINDOW_KB),
             max_sectors_kb: Some(REQUEST_KB),
             starts_as: Some(crate::device::DeviceModel::REMOTE),
         }
