@@ -17,8 +17,8 @@
 //!   the error is kept aside, no slot, not cached) or a `Shadow` (it was evicted before anyone
 //!   used it: reading it again is thrashing, as the kernel's workingset code counts it).
 //! * **Hits take no lock.** A reader loads the word, copies from the slot, and loads the word
-//!   again: if it still names the same ready slot, nothing evicted the page meanwhile and the
-//!   copy is good; otherwise it takes the slow path. Sequential pages sit in sequential words,
+//!   again: if it still names the same ready slot with the same landing stamp, nothing
+//!   evicted the page meanwhile and the copy is good; otherwise it takes the slow path. Sequential pages sit in sequential words,
 //!   so the hardware prefetches the table as it does the data (a hashed index costs a cache
 //!   miss per page: measured, it halved the hit rate).
 //! * **Changes take a shard lock.** Claiming pages for a read, completing it, evicting, and
@@ -137,8 +137,15 @@ impl Failure {
 
 /// One page's word: state in bits 0-2, marker bit 3, used bit 4, read-ahead bit 5 (a ready
 /// page brought in ahead of its reader, not for a reader's miss), valid bytes in bits 8-20,
-/// and in bits 32-63 the slot of a ready page or the claim of a page in flight (the file's
-/// generation when its read was claimed: see [`PageTable::generation`]).
+/// a ready page's landing stamp in bits 21-31, and in bits 32-63 the slot of a ready page or
+/// the claim of a page in flight (the file's generation when its read was claimed: see
+/// [`PageTable::generation`]).
+///
+/// The stamp is the low bits of a count of completions: a page evicted and read again into
+/// the very slot it left (the clock's hand came round to it) lands with another stamp, so a
+/// reader whose lock-free copy spanned both (it was descheduled mid-copy while the slot held
+/// another page between them) sees the word differ and discards the copy. Without it the
+/// two words were equal and the copy, part another page's bytes, was kept.
 mod word {
     pub const ABSENT: u64 = 0;
     pub const IN_FLIGHT: u64 = 1;
@@ -149,6 +156,8 @@ mod word {
     pub const MARKER: u64 = 1 << 3;
     pub const USED: u64 = 1 << 4;
     pub const AHEAD: u64 = 1 << 5;
+    const STAMP_SHIFT: u64 = 21;
+    pub const STAMP_BITS: u32 = 11;
 
     pub fn state(w: u64) -> u64 {
         w & STATE
@@ -162,8 +171,9 @@ mod word {
     pub fn valid(w: u64) -> usize {
         ((w >> 8) & 0x1FFF) as usize
     }
-    pub fn ready(slot: u32, valid: usize) -> u64 {
-        READY | ((valid as u64) << 8) | ((slot as u64) << 32)
+    pub fn ready(slot: u32, valid: usize, stamp: u32) -> u64 {
+        let stamp = (stamp as u64 & ((1 << STAMP_BITS) - 1)) << STAMP_SHIFT;
+        READY | ((valid as u64) << 8) | stamp | ((slot as u64) << 32)
     }
     pub fn in_flight(claim: u32) -> u64 {
         IN_FLIGHT | ((claim as u64) << 32)
@@ -455,6 +465,8 @@ pub(crate) struct Cache {
     slot_owner: Box<[AtomicU64]>,
     refbit: Box<[AtomicBool]>,
     shadows: AtomicUsize,
+    /// Completions so far: each stamps the pages it makes ready (see the word's layout).
+    landings: AtomicU32,
     /// Whether files larger than a quarter of the cache are read through a ring.
     drop_behind: AtomicBool,
     pub counters: CacheCounters,
@@ -569,6 +581,7 @@ impl Cache {
             slot_owner: zeroed_atomics(slots)?,
             refbit: zeroed_atomics(slots)?,
             shadows: AtomicUsize::new(0),
+            landings: AtomicU32::new(0),
             drop_behind: AtomicBool::new(false),
             counters: CacheCounters::default(),
         })
@@ -991,6 +1004,7 @@ impl Cache {
         ahead: bool,
     ) {
         let ahead_bit = if ahead { word::AHEAD } else { 0 };
+        let stamp = self.landings.fetch_add(1, Ordering::Relaxed);
         let failure = result.as_ref().err().map(|e| Arc::new(Failure::of(e)));
         let got = *result.as_ref().unwrap_or(&0) as u64;
         let end = first + slots.len() as u64;
@@ -1015,7 +1029,7 @@ impl Cache {
                         // The marker was planted when the read was started; it stays.
                         let marker = w.load(Ordering::Relaxed) & word::MARKER;
                         w.store(
-                            word::ready(s, have as usize) | marker | ahead_bit,
+                            word::ready(s, have as usize, stamp) | marker | ahead_bit,
                             Ordering::Release,
                         );
                     }
@@ -1194,7 +1208,8 @@ impl Cache {
         // Release store that published it after its read completed). An eviction may hand the
         // slot to another read during the copy; it changes this word first, which the check
         // below sees, and the copy is then discarded: the bytes a reader gets are always the
-        // page's.
+        // page's. Should the page land in the same slot again before the check, its word
+        // carries another landing stamp, and the check sees that too.
         unsafe {
             std::ptr::copy_nonoverlapping(self.arena.slot_ptr(slot).add(from), dst.as_mut_ptr(), n);
         }

@@ -96,6 +96,25 @@ fn eviction_keeps_to_the_slots_and_remembers_unused_pages() {
 }
 
 #[test]
+fn a_page_back_in_the_slot_it_left_is_not_the_word_a_reader_loaded() {
+    // One slot: page 0 lands in it, is evicted for page 1, and lands in it again. A reader
+    // descheduled mid-copy from the first landing to after the second copied part page 1's
+    // bytes; the word it checks again must not look as it did when it began.
+    let cache = Cache::new(1).unwrap();
+    let t = cache.table(1, 10);
+    ready(&cache, &t, 0, 1, Ok(PAGE));
+    let w = t.get(0).unwrap();
+    let first = w.load(Ordering::Acquire);
+    ready(&cache, &t, 1, 1, Ok(PAGE));
+    ready(&cache, &t, 0, 1, Ok(PAGE));
+    let again = w.load(Ordering::Acquire);
+    assert_eq!(word::slot(first), word::slot(again), "the same slot");
+    assert_eq!(word::state(again), word::READY);
+    let masked = |v: u64| v & !(word::MARKER | word::USED);
+    assert_ne!(masked(first), masked(again));
+}
+
+#[test]
 fn a_copy_raced_by_an_eviction_is_discarded() {
     let cache = Cache::new(1).unwrap();
     let t = cache.table(1, 10);
