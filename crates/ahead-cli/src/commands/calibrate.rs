@@ -50,7 +50,7 @@ pub(crate) struct Probe {
     pub error: f64,
 }
 
-/// A probe of ~`seconds` from a run.
+/// The probe `run` made: its MB/s and its median read's time.
 fn probe(what: &'static str, bs: u64, qd: u64, random: bool, run: &RawRun) -> Probe {
     let mut lat = run.latencies.clone();
     lat.sort_unstable();
@@ -132,14 +132,15 @@ fn figure(m: &mut DeviceModel, i: usize) -> &mut f64 {
 
 /// The model closest to the probes ([`misfit`]), searched from `guess` (each figure scaled up
 /// and down, by smaller steps as the search closes in; a per-request cost, seek or connection
-/// rate may also be none). Deterministic, and at most a few thousand evaluations.
-fn fit(guess: DeviceModel, probes: &[Probe]) -> DeviceModel {
+/// rate may also be none). The seek stays as guessed unless `seeks` (an object store has none
+/// apart from its per-request cost). Deterministic, and at most a few thousand evaluations.
+fn fit(guess: DeviceModel, probes: &[Probe], seeks: bool) -> DeviceModel {
     let mut best = guess;
     let mut best_misfit = misfit(&best, probes);
     for step in [4.0, 2.0, 1.4, 1.15, 1.05, 1.01] {
         loop {
             let mut moved = false;
-            for i in 0..FIGURES {
+            for i in (0..FIGURES).filter(|&i| seeks || i != 2) {
                 let mut candidates: Vec<DeviceModel> = Vec::new();
                 if i == 4 {
                     for qd in [
@@ -218,7 +219,7 @@ fn guess_local(name: &'static str, probes: &[Probe]) -> DeviceModel {
 
 /// The model of a local device: the guess, fitted.
 fn fit_local(name: &'static str, probes: &[Probe]) -> DeviceModel {
-    fit(guess_local(name, probes), probes)
+    fit(guess_local(name, probes), probes, true)
 }
 
 /// `bytes` as "4 KiB", "1 MiB".
@@ -486,7 +487,7 @@ fn guess_remote(name: &'static str, probes: &[Probe]) -> DeviceModel {
 
 /// The model of an object store: the guess, fitted.
 fn fit_remote(name: &'static str, probes: &[Probe]) -> DeviceModel {
-    fit(guess_remote(name, probes), probes)
+    fit(guess_remote(name, probes), probes, false)
 }
 
 /// What the engine itself costs a reader, beside the device: a read call, and each page it
