@@ -164,11 +164,24 @@ impl DeviceModel {
     /// Modelled bandwidth of the device when it is kept busy with requests of `pages` pages,
     /// in MB/s (for comparing a run against what the device could do).
     pub fn streaming_mb_s(&self, pages: u64) -> f64 {
-        let bytes = (pages * crate::units::PAGE_SIZE) as f64;
-        let serial_us = self.per_request_us + bytes / self.bandwidth_mb_s;
+        self.steady_mb_s(
+            pages * crate::units::PAGE_SIZE,
+            self.queue_depth as u64,
+            false,
+        )
+    }
+
+    /// The steady rate of `in_flight` requests of `request_bytes` each kept in flight, in MB/s
+    /// (not continuing one another where `seeks`): each waits its latency and holds the serial
+    /// part for its cost, seek and transfer (and its connection for its own streaming), and at
+    /// most `queue_depth` overlap.
+    pub fn steady_mb_s(&self, request_bytes: u64, in_flight: u64, seeks: bool) -> f64 {
+        let bytes = request_bytes as f64;
+        let seek = if seeks { self.seek_us } else { 0.0 };
+        let serial_us = self.per_request_us + seek + bytes / self.bandwidth_mb_s;
         let held_us = serial_us.max(self.per_request_us + self.connection_us(bytes));
-        let parallel_us = (self.latency_us + held_us) / self.queue_depth as f64;
-        bytes / serial_us.max(parallel_us)
+        let overlapped = in_flight.min(self.queue_depth as u64).max(1) as f64;
+        bytes / serial_us.max((self.latency_us + held_us) / overlapped)
     }
 }
 

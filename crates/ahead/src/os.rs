@@ -200,10 +200,21 @@ pub fn context_switches() -> u64 {
 /// CPU time this process has used, user and system, in seconds (`getrusage(2)`; kernel
 /// threads working for its io_uring count as its own).
 pub fn cpu_seconds() -> f64 {
+    rusage_seconds(libc::RUSAGE_SELF)
+}
+
+/// CPU time, user and system, in seconds, of this process's children that have ended and been
+/// waited for (`getrusage(2)`'s `RUSAGE_CHILDREN`): a benchmark's contenders run as processes
+/// of their own.
+pub fn children_cpu_seconds() -> f64 {
+    rusage_seconds(libc::RUSAGE_CHILDREN)
+}
+
+fn rusage_seconds(who: libc::c_int) -> f64 {
     // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: getrusage writes into the struct it is given.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    unsafe { libc::getrusage(who, &mut u) };
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     tv(u.ru_utime) + tv(u.ru_stime)
 }

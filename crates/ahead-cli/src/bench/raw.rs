@@ -48,6 +48,15 @@ fn buffers(qd: usize, bs: usize) -> Vec<Aligned> {
         .collect()
 }
 
+/// A read's size as the tables give it: "4 KiB", "8 MiB".
+pub fn size_text(bytes: u64) -> String {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{} KiB", bytes >> 10)
+    }
+}
+
 /// One configuration of the device's sequential sweep.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Streaming {
@@ -60,12 +69,7 @@ pub struct Streaming {
 impl Streaming {
     /// As the table and the JSON name it: "8 MiB x QD16".
     pub fn name(&self) -> String {
-        let bs = if self.bs >= 1 << 20 && self.bs.is_multiple_of(1 << 20) {
-            format!("{} MiB", self.bs >> 20)
-        } else {
-            format!("{} KiB", self.bs >> 10)
-        };
-        format!("{bs} x QD{}", self.qd)
+        format!("{} x QD{}", size_text(self.bs as u64), self.qd)
     }
 
     /// The sweep: 1, 4 and 8 MiB reads and the device's largest request (`max_sectors_kb`,

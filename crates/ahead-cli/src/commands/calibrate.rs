@@ -32,7 +32,8 @@ use ahead::engine::{Engine, File};
 use ahead::pattern::SplitMix64;
 use ahead::DeviceModel;
 
-use crate::bench::raw::{reads_at_depth, RawRun};
+use crate::bench::raw::{ns_since, reads_at_depth, size_text, RawRun};
+use crate::bench::remote::read_full;
 use crate::*;
 
 /// One probe: `bs`-byte reads, `qd` in flight, at random or in order.
@@ -67,27 +68,10 @@ fn probe(what: &'static str, bs: u64, qd: u64, random: bool, run: &RawRun) -> Pr
     }
 }
 
-/// The model's steady rate for `qd` reads of `bs` bytes in flight, in MB/s: each read waits
-/// its latency, holds the device's serial part for its cost and transfer (and its connection
-/// for its own streaming), and at most `queue_depth` overlap.
-pub(crate) fn modelled_mb_per_s(m: &DeviceModel, bs: u64, qd: u64, random: bool) -> f64 {
-    let bytes = bs as f64;
-    let seek = if random { m.seek_us } else { 0.0 };
-    let serial_us = m.per_request_us + seek + bytes / m.bandwidth_mb_s;
-    let streamed_us = if m.connection_mb_s > 0.0 {
-        m.per_request_us + bytes / m.connection_mb_s
-    } else {
-        0.0
-    };
-    let one_us = m.latency_us + serial_us.max(streamed_us);
-    let overlapped = qd.min(m.queue_depth as u64).max(1) as f64;
-    bytes / serial_us.max(one_us / overlapped)
-}
-
 /// Fill in each probe's prediction and error.
 fn predict(model: &DeviceModel, probes: &mut [Probe]) {
     for p in probes {
-        p.predicted_mb_per_s = modelled_mb_per_s(model, p.bs, p.qd, p.random);
+        p.predicted_mb_per_s = model.steady_mb_s(p.bs, p.qd, p.random);
         p.error = p.predicted_mb_per_s / p.mb_per_s.max(1e-9) - 1.0;
     }
 }
@@ -106,7 +90,7 @@ fn misfit(model: &DeviceModel, probes: &[Probe]) -> f64 {
     probes
         .iter()
         .map(|p| {
-            let predicted = modelled_mb_per_s(model, p.bs, p.qd, p.random);
+            let predicted = model.steady_mb_s(p.bs, p.qd, p.random);
             let engines = (p.what == "one" && p.random && p.bs <= ahead::PAGE_SIZE)
                 || (p.what == "stream" && p.bs == largest);
             let weight = if engines { 3.0 } else { 1.0 };
@@ -220,15 +204,6 @@ fn guess_local(name: &'static str, probes: &[Probe]) -> DeviceModel {
 /// The model of a local device: the guess, fitted.
 fn fit_local(name: &'static str, probes: &[Probe]) -> DeviceModel {
     fit(guess_local(name, probes), probes, true)
-}
-
-/// `bytes` as "4 KiB", "1 MiB".
-fn size_text(bytes: u64) -> String {
-    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
-        format!("{} MiB", bytes >> 20)
-    } else {
-        format!("{} KiB", bytes >> 10)
-    }
 }
 
 fn round(x: f64) -> f64 {
@@ -380,6 +355,7 @@ fn probe_remote(
                     let file = &files[w as usize % files.len()];
                     let (order, next, bytes, latencies) = (&order, &next, &bytes, &latencies);
                     s.spawn(move || -> Result<(), Failure> {
+                        let mut buf = vec![0u8; bs as usize];
                         loop {
                             let done = next.load(Ordering::Relaxed) as usize;
                             if (start.elapsed() >= each && !(qd == 1 && done < 3)) || enough(done) {
@@ -390,11 +366,13 @@ fn probe_remote(
                                 return Ok(());
                             };
                             let t = Instant::now();
-                            let n = read_full(file, place * bs, bs)?;
+                            let n = read_full(file, place * bs, &mut buf)
+                                .map_err(|e| runtime(e.to_string()))?
+                                as u64;
                             latencies
                                 .lock()
                                 .unwrap_or_else(|e| e.into_inner())
-                                .push(raw_ns(t));
+                                .push(ns_since(t));
                             bytes.fetch_add(n, Ordering::Relaxed);
                         }
                     })
@@ -417,10 +395,6 @@ fn probe_remote(
     Ok(probes)
 }
 
-fn raw_ns(t: Instant) -> u32 {
-    crate::bench::raw::ns_since(t)
-}
-
 fn raw_run(bytes: u64, start: Instant, latencies: Vec<u32>) -> RawRun {
     RawRun {
         bytes,
@@ -428,21 +402,6 @@ fn raw_run(bytes: u64, start: Instant, latencies: Vec<u32>) -> RawRun {
         elapsed: start.elapsed(),
         latencies,
     }
-}
-
-fn read_full(file: &File, at: u64, len: u64) -> Result<u64, Failure> {
-    let mut buf = vec![0u8; len as usize];
-    let mut n = 0;
-    while n < buf.len() {
-        let k = file
-            .read_at(&mut buf[n..], at + n as u64)
-            .map_err(|e| runtime(e.to_string()))?;
-        if k == 0 {
-            break;
-        }
-        n += k;
-    }
-    Ok(n as u64)
 }
 
 /// A first guess from an object store's probes (see the module comment), for [`fit`].
@@ -527,8 +486,10 @@ fn probe_host(engine: &Engine, target: &str, each: Duration) -> Result<HostCost,
         .open(target)
         .map_err(|e| runtime(format!("{target}: {e}")))?;
     let held = HELD.min(file.len()) & !((1 << 20) - 1);
-    read_full(&file, 0, held)?;
     let mut buf = vec![0u8; 1 << 20];
+    for at in (0..held).step_by(buf.len()) {
+        read_full(&file, at, &mut buf).map_err(|e| runtime(e.to_string()))?;
+    }
     let mut per_read_ns = |bs: usize| -> Result<f64, Failure> {
         let start = Instant::now();
         let mut reads = 0u64;
@@ -573,20 +534,13 @@ pub(crate) fn cmd_calibrate(a: CalibrateArgs) -> Result<String, Failure> {
         predict(&model, &mut probes);
         (model, host, probes)
     };
-    let profile = serde_json::json!({
-        "name": model.name,
-        "latency_us": model.latency_us,
-        "per_request_us": model.per_request_us,
-        "seek_us": model.seek_us,
-        "bandwidth_mb_s": model.bandwidth_mb_s,
-        "queue_depth": model.queue_depth,
-        "connection_mb_s": model.connection_mb_s,
-        "host": host,
-        "calibrated": {
-            "target": target,
-            "probe_seconds": a.probe_seconds,
-            "probes": probes,
-        },
+    // The model's own fields (as `DeviceModel::from_profile` reads them back), then the rest.
+    let mut profile = serde_json::to_value(model).expect("a model serializes");
+    profile["host"] = serde_json::json!(host);
+    profile["calibrated"] = serde_json::json!({
+        "target": target,
+        "probe_seconds": a.probe_seconds,
+        "probes": probes,
     });
     let mut out = probes_text(&model, &host, &probes);
     let text = json_text(&profile);
@@ -692,7 +646,7 @@ mod tests {
                     bs,
                     qd,
                     random,
-                    mb_per_s: modelled_mb_per_s(m, bs, qd, random),
+                    mb_per_s: m.steady_mb_s(bs, qd, random),
                     p50_us: alone_us,
                     predicted_mb_per_s: 0.0,
                     error: 0.0,
@@ -770,7 +724,7 @@ mod tests {
         assert!(close(fitted.latency_us, 45_000.0, 0.01), "{fitted}");
         assert_eq!(fitted.queue_depth, 64);
         // Eight capped connections carry 8 x 26 MB/s, not the store's 550.
-        let eight = modelled_mb_per_s(&fitted, 4 << 20, 8, true);
+        let eight = fitted.steady_mb_s(4 << 20, 8, true);
         assert!(eight < 8.0 * 26.0 && eight > 100.0, "{eight}");
     }
 }

@@ -50,7 +50,7 @@ impl PageSet {
     }
 }
 
-pub(super) fn read_full(file: &File, off: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+pub(crate) fn read_full(file: &File, off: u64, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         let k = file.read_at(&mut buf[n..], off + n as u64)?;
@@ -60,17 +60,6 @@ pub(super) fn read_full(file: &File, off: u64, buf: &mut [u8]) -> std::io::Resul
         n += k;
     }
     Ok(n)
-}
-
-/// CPU seconds (user and system) of this process's children that have ended and been waited
-/// for: `ahead cat` and curl, the contenders run as processes of their own.
-pub(super) fn children_cpu_seconds() -> f64 {
-    // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage writes into the struct it is given.
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(u.ru_utime) + tv(u.ru_stime)
 }
 
 /// CPU seconds a GiB: `cpu_s` spent bringing `bytes`.

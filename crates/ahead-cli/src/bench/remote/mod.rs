@@ -44,10 +44,10 @@ mod measure;
 mod report;
 mod tools;
 
+use ahead::os::children_cpu_seconds;
 use link::Link;
-use measure::{
-    children_cpu_seconds, cpu_per_gib, peak_rss, read_full, reset_peak_rss, Nanos, PageSet,
-};
+pub(crate) use measure::read_full;
+use measure::{cpu_per_gib, peak_rss, reset_peak_rss, Nanos, PageSet};
 use report::table;
 use tools::{Fsspec, Toxiproxy};
 
@@ -382,6 +382,21 @@ fn predictions(
     device: DeviceModel,
     host: crate::commands::HostCost,
 ) -> Result<Vec<serde_json::Value>, Failure> {
+    // The windows the engine gives the object: its budget's and the source's, whatever the
+    // policy.
+    let mut config = link
+        .engine("none", budget, None)?
+        .open(&link.url)
+        .map_err(|e| runtime(e.to_string()))?
+        .policy_config();
+    if device.connection_mb_s > 0.0 {
+        let wait_s = device.latency_us / 1e6;
+        let part = (1.5 * wait_s * device.connection_mb_s * 1e6).max((2 << 20) as f64);
+        let part_pages = (part as u64).div_ceil(ahead::PAGE_SIZE);
+        if 2 * part_pages <= config.io_max_pages {
+            config.io_max_pages = part_pages;
+        }
+    }
     let mut out = Vec::new();
     for (pattern, runs) in rows {
         for (contender, done) in runs {
@@ -390,17 +405,6 @@ fn predictions(
             };
             if done.is_empty() || ahead::readers::find(pattern).is_none() {
                 continue;
-            }
-            let engine = link.engine(policy, budget, None)?;
-            let file = engine.open(&link.url).map_err(|e| runtime(e.to_string()))?;
-            let mut config = file.policy_config();
-            if device.connection_mb_s > 0.0 {
-                let wait_s = device.latency_us / 1e6;
-                let part = (1.5 * wait_s * device.connection_mb_s * 1e6).max((2 << 20) as f64);
-                let part_pages = (part as u64).div_ceil(ahead::PAGE_SIZE);
-                if 2 * part_pages <= config.io_max_pages {
-                    config.io_max_pages = part_pages;
-                }
             }
             let made = super::predict::median_reads(done.iter().map(|r| r.reads));
             let mb_per_s = super::median(done.iter().map(|r| r.mb_per_s).collect());
