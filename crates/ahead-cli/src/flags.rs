@@ -211,13 +211,17 @@ pub(crate) struct CalibrateArgs {
     /// Write the profile (JSON) here; `--device FILE` takes it. Default: print it.
     #[arg(short = 'o', long)]
     pub(crate) output: Option<PathBuf>,
-    /// How long each probe runs, in seconds (14 probes and the engine's own cost locally; 7
+    /// How long each probe runs, in seconds (15 probes and the engine's own cost locally; 7
     /// probes and the engine's cost for an object).
     #[arg(long, default_value_t = 2.0)]
     pub(crate) probe_seconds: f64,
     /// An engine setting for an object's probes, KEY=VALUE (remote.endpoint=..., ...).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub(crate) set: Vec<String>,
+    /// Also measure what a read through `ahead mount` costs (mounts the file's directory for
+    /// a few seconds; needs /dev/fuse), for `ahead replay --mount`.
+    #[arg(long)]
+    pub(crate) mount: bool,
 }
 
 #[derive(Args, Clone)]
@@ -293,6 +297,11 @@ pub(crate) struct ReplayArgs {
     /// Takes one policy; with --policy all, linux-ondemand.
     #[arg(long, value_name = "FILE")]
     pub(crate) windows: Option<PathBuf>,
+    /// Replay the program as it reads through `ahead mount`: the kernel's cache and readahead
+    /// in front, then the engine's policy on what it asks for, each FUSE read at the cost
+    /// `ahead calibrate --mount` measured (--device takes that profile).
+    #[arg(long)]
+    pub(crate) mount: bool,
     #[command(flatten)]
     pub(crate) model: ModelArgs,
 }
@@ -317,6 +326,11 @@ pub(crate) struct TraceArgs {
     /// so the kernel starts cold as the model does.
     #[arg(long, requires = "kernel", value_name = "PATH")]
     pub(crate) drop: Vec<PathBuf>,
+    /// Then run the command again, untraced, on its files as the first run left them in the
+    /// kernel's cache, and keep its time in the log (`# program_ns:`): `replay` spends it
+    /// between the reads. Runs the command twice: not for commands that change things.
+    #[arg(long, conflicts_with = "kernel")]
+    pub(crate) time: bool,
     /// The command to run, after `--`.
     #[arg(last = true, required_unless_present = "pattern")]
     pub(crate) command: Vec<String>,

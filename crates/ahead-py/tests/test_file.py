@@ -146,6 +146,18 @@ def test_a_budget_above_the_memory_there_is_is_refused_unless_insisted():
     assert engine.stats()["budget_bytes"] == twice
 
 
+def test_a_device_model_is_a_setting(data):
+    """``device=`` (a preset or a profile ``ahead calibrate`` wrote) is what the engine's
+    meter starts from; the bytes are the file's either way, and an unknown device is a
+    ValueError naming the setting."""
+    path, blob = data
+    engine = ahead.Engine(budget="16m", device="hdd")
+    with engine.open(path, buffering=0) as f:
+        assert f.read(8192) == blob[:8192]
+    with pytest.raises(ValueError, match="device"):
+        ahead.Engine(budget="16m", device="floppy")
+
+
 def test_advise_and_stats(data):
     path, blob = data
     engine = ahead.Engine(budget="16m", policy="adaptive", backend="threads")

@@ -95,12 +95,41 @@ pub struct Trace {
     /// What the parser skipped and why (reads that are not a file's, failed reads, a last
     /// line cut short), for the report.
     pub notes: Vec<String>,
+    /// The program's own time, in nanoseconds, where the log holds it (`ahead trace --time`
+    /// writes a `# program_ns: N` line: the program run again on its files, cached, without
+    /// the tracer, whose own cost a call is tens of times a small read's).
+    pub program_ns: Option<u64>,
 }
 
 impl Trace {
     /// The trace as a workload.
     pub fn into_workload(self) -> Workload {
         Workload::from_events(self.files, self.events)
+    }
+
+    /// The trace as a workload in which the program's own time ([`Trace::program_ns`]) is
+    /// spent in equal shares before each of its reads ([`Event::Compute`]); the plain workload
+    /// where the trace has no time. The shares are equal because strace's own cost between two
+    /// calls buries what the program did between them.
+    pub fn into_timed_workload(self) -> Workload {
+        let reads = self.reads() as u64;
+        let Some(total) = self.program_ns.filter(|_| reads > 0) else {
+            return self.into_workload();
+        };
+        let mut events = Vec::with_capacity(self.events.len() + reads as usize);
+        let mut spent = 0u64;
+        let mut seen = 0u64;
+        for e in self.events {
+            if let Event::Read { .. } = e {
+                seen += 1;
+                // Cumulative rounding: the shares add up to the total exactly.
+                let due = total * seen / reads;
+                events.push(Event::Compute { ns: due - spent });
+                spent = due;
+            }
+            events.push(e);
+        }
+        Workload::from_events(self.files, events)
     }
 
     /// Number of read events.
@@ -243,6 +272,7 @@ struct Builder {
     events: Vec<Event>,
     next_handle: u32,
     notes: Vec<String>,
+    program_ns: Option<u64>,
 }
 
 impl Builder {
@@ -290,6 +320,7 @@ impl Builder {
             files: self.files,
             events: self.events,
             notes: self.notes,
+            program_ns: self.program_ns,
         }
     }
 }

@@ -47,6 +47,12 @@ pub enum Event {
         /// An open handle.
         handle: u32,
     },
+    /// The program works for `ns` before its next event: its own time between reads, or what
+    /// the path its reads take costs beside the device (a FUSE round trip).
+    Compute {
+        /// Nanoseconds.
+        ns: u64,
+    },
 }
 
 /// Files and the events over them.

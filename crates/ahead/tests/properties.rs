@@ -212,6 +212,7 @@ proptest! {
                 Event::Read { handle, offset, len } => sim.read(handle, offset, len).unwrap(),
                 Event::Hint { handle, hint } => sim.hint(handle, hint).unwrap(),
                 Event::Close { handle } => sim.close(handle),
+                Event::Compute { ns } => sim.compute(ns),
             }
             prop_assert!(sim.cached_pages() <= capacity);
         }

@@ -349,6 +349,7 @@ fn own_reads(t: &trace::Trace, dir: &Path) -> trace::Trace {
             },
             Event::Read { handle, .. } | Event::Hint { handle, .. } => open.contains(&handle),
             Event::Close { handle } => open.remove(&handle),
+            Event::Compute { .. } => true,
         };
         if keep {
             events.push(*e);
@@ -358,6 +359,7 @@ fn own_reads(t: &trace::Trace, dir: &Path) -> trace::Trace {
         files,
         events,
         notes: Vec::new(),
+        program_ns: t.program_ns,
     }
 }
 

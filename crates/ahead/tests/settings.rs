@@ -109,3 +109,40 @@ fn bad_settings_are_one_clear_error_naming_the_key() {
         .unwrap();
     assert!(!format!("{b:?}").contains("hunter2"));
 }
+
+/// `device=` starts every device's meter from a model (a preset or a calibrated profile): a
+/// file's policy is told that model's figures before anything is measured; a name that is
+/// neither is refused.
+#[test]
+fn a_device_by_name_or_profile_is_what_the_meter_starts_from() {
+    use ahead::DeviceModel;
+    let told = |builder: EngineBuilder| {
+        let engine = builder.budget(BUDGET).build().unwrap();
+        let f = engine.open(file()).unwrap();
+        (
+            f.device_estimate(),
+            f.request_max_bytes() / ahead::PAGE_SIZE,
+        )
+    };
+    let (hdd, io_pages) = told(Engine::builder().set("device", "hdd").unwrap());
+    assert_eq!(hdd, DeviceModel::HDD.estimate(io_pages));
+    let (plain, _) = told(Engine::builder());
+    assert_ne!(plain, hdd);
+    let profile = file().with_extension("json");
+    std::fs::write(
+        &profile,
+        r#"{"name": "slow disk", "latency_us": 900, "per_request_us": 50, "seek_us": 0,
+            "bandwidth_mb_s": 150, "queue_depth": 2, "connection_mb_s": 0}"#,
+    )
+    .unwrap();
+    let (slow, io_pages) = told(
+        Engine::builder()
+            .set_pair(&format!("device={}", profile.display()))
+            .unwrap(),
+    );
+    let model = DeviceModel::named(profile.to_str().unwrap()).unwrap();
+    assert_eq!(slow, model.estimate(io_pages));
+    assert!(slow.latency_ns > hdd.latency_ns / 100, "{slow:?}");
+    let err = Engine::builder().set("device", "floppy").err().unwrap();
+    assert!(err.starts_with("device:"), "{err}");
+}

@@ -4,7 +4,8 @@
 //! The probes are the reads the engine makes, each for a second or two with the kernel's cache
 //! of the file dropped: a small read alone, in order and at random, and 64 KiB and 1 MiB
 //! alone (a request's cost against its size); 4 KiB at random at depths 4-128 (the rate of
-//! commands, and the depth that reaches it); and the engine's own largest requests
+//! commands, and the depth that reaches it) and in order at depth 32 (a request's own cost,
+//! told from a seek's); and the engine's own largest requests
 //! (`max_sectors_kb`) in order at depths 1-16 (its windows). For an object store: a small GET
 //! alone (the wait for a first byte), a 4 MiB GET alone (one connection's rate), small GETs 64
 //! at once, and 4 MiB GETs 8-64 at once, through the engine's own client, one GET a read.
@@ -20,6 +21,14 @@
 //! The engine's own cost is measured beside it: a read call and a page copied out of its
 //! cache, on pages it holds (the profile's `host`), which `ahead bench --device` charges as the
 //! reader's time.
+//!
+//! With `--mount`, a local file's directory is mounted with `ahead mount` and what a read
+//! through FUSE costs a program beside storage is measured (`host.fuse_wait_ns`,
+//! `fuse_ahead_ns`, which `ahead replay --mount` charges): a region read through a fresh open
+//! in 4 KiB reads backward (the kernel reads nothing ahead: each read is a FUSE read the
+//! program waits for) and in order (the kernel's readahead sends the daemon its largest reads
+//! while the program reads on), the engine's cache already holding it, less the same reads
+//! again from the kernel's cache; over the mount's own count of the reads that reached it.
 //!
 //! Every probe is then predicted back from the model, and the error printed beside it: the
 //! model is as simple as that error allows, and a user sees where it is not.
@@ -237,6 +246,11 @@ fn probe_local(path: &Path, each: Duration) -> Result<Vec<Probe>, Failure> {
         let r = run(4 << 10, qd, true)?;
         probes.push(probe("iops", 4 << 10, qd as u64, true, &r));
     }
+    // Small reads in order at depth: what tells a request's own cost from a seek (a disk that
+    // gives these no faster than reads at random has no seek to speak of; the readers that
+    // ask for a page at a time ahead make exactly these).
+    let r = run(4 << 10, 32, false)?;
+    probes.push(probe("iops", 4 << 10, 32, false, &r));
     // Streams in the engine's own requests: the device's largest (`max_sectors_kb`, as the
     // engine sizes them; 1 MiB where it cannot be told), at the depths its windows keep.
     let request = ahead::os::device_limits(path).1.map_or(1 << 20, |kb| {
@@ -456,6 +470,13 @@ fn fit_remote(name: &'static str, probes: &[Probe]) -> DeviceModel {
 pub(crate) struct HostCost {
     pub read_ns: f64,
     pub copy_ns_per_page: f64,
+    /// What a read through `ahead mount` that reaches the daemon costs the program
+    /// (`--mount`), the engine's cache holding its pages: one it waits for, one of the
+    /// kernel's readahead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fuse_wait_ns: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fuse_ahead_ns: Option<f64>,
 }
 
 impl HostCost {
@@ -507,7 +528,169 @@ fn probe_host(engine: &Engine, target: &str, each: Duration) -> Result<HostCost,
     Ok(HostCost {
         read_ns: (small - copy_ns_per_page).max(0.0),
         copy_ns_per_page,
+        ..HostCost::default()
     })
+}
+
+/// A mount of `dir` by this program's `ahead mount`, unmounted when dropped.
+struct ProbeMount {
+    child: std::process::Child,
+    point: PathBuf,
+}
+
+impl ProbeMount {
+    fn start(dir: &Path) -> Result<ProbeMount, Failure> {
+        let point =
+            std::env::temp_dir().join(format!("ahead-calibrate-mnt-{}", std::process::id()));
+        std::fs::create_dir_all(&point)
+            .map_err(|e| runtime(format!("{}: {e}", point.display())))?;
+        let exe =
+            std::env::current_exe().map_err(|e| runtime(format!("cannot find ahead: {e}")))?;
+        let child = std::process::Command::new(exe)
+            .arg("mount")
+            .arg(dir)
+            .arg(&point)
+            .args(["--budget", "512m"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| runtime(format!("cannot run ahead mount: {e}")))?;
+        let mut mount = ProbeMount { child, point };
+        let stats = mount
+            .point
+            .join(crate::commands::STATS_DIR)
+            .join(crate::commands::STATS_FILE);
+        let start = Instant::now();
+        while !stats.exists() {
+            if let Ok(Some(status)) = mount.child.try_wait() {
+                let mut said = String::new();
+                if let Some(mut err) = mount.child.stderr.take() {
+                    use std::io::Read;
+                    let _ = err.read_to_string(&mut said);
+                }
+                return Err(runtime(format!(
+                    "--mount: ahead mount of {} failed ({status}): {}",
+                    dir.display(),
+                    said.trim()
+                )));
+            }
+            if start.elapsed() > Duration::from_secs(10) {
+                return Err(runtime(format!(
+                    "--mount: ahead mount of {} was not up after 10 s",
+                    dir.display()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(mount)
+    }
+
+    /// The mount's count of file reads so far.
+    fn reads(&self) -> Result<u64, Failure> {
+        let path = self
+            .point
+            .join(crate::commands::STATS_DIR)
+            .join(crate::commands::STATS_FILE);
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| runtime(format!("{}: {e}", path.display())))?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| runtime(format!("{}: {e}", path.display())))?;
+        v["mount"]["reads"]
+            .as_u64()
+            .ok_or_else(|| runtime("the mount's stats have no read count"))
+    }
+}
+
+impl Drop for ProbeMount {
+    fn drop(&mut self) {
+        // SIGTERM unmounts (the mount's own handler); a mount that does not end is killed.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(5) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                let _ = std::fs::remove_dir(&self.point);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir(&self.point);
+    }
+}
+
+/// What a FUSE read through `ahead mount` costs a program beside storage, one waited for and
+/// one of the kernel's readahead: `path`'s first 128 MiB read through a mount of its directory
+/// until the engine holds them, then, three times each, read in 4 KiB reads through a fresh
+/// open (the kernel's copy dropped) backward and in order, less the same reads again from the
+/// kernel's cache, over the reads that reached the mount (medians).
+fn probe_mount(path: &Path) -> Result<(f64, f64), Failure> {
+    use std::os::unix::fs::FileExt;
+    const REGION: u64 = 128 << 20;
+    const BACKWARD: u64 = 32 << 20;
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(usage(format!(
+            "--mount: {} names no file in a directory",
+            path.display()
+        )));
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let mount = ProbeMount::start(dir)?;
+    let through = mount.point.join(name);
+    let open = || {
+        std::fs::File::open(&through).map_err(|e| runtime(format!("{}: {e}", through.display())))
+    };
+    let len = open()?
+        .metadata()
+        .map_err(|e| runtime(e.to_string()))?
+        .len();
+    let region = REGION.min(len) & !((1 << 20) - 1);
+    if region < BACKWARD {
+        return Err(usage(format!("--mount: {} is too small", path.display())));
+    }
+    let mut buf = vec![0u8; 1 << 20];
+    let f = open()?;
+    for at in (0..region).step_by(buf.len()) {
+        f.read_exact_at(&mut buf, at)
+            .map_err(|e| runtime(e.to_string()))?;
+    }
+    drop(f);
+    let small = 4096usize;
+    let in_order: Vec<u64> = (0..region).step_by(small).collect();
+    let mut backward: Vec<u64> = (region - BACKWARD..region).step_by(small).collect();
+    backward.reverse();
+    // ns a FUSE read of each shape, median of 3.
+    let mut shape = |places: &[u64]| -> Result<f64, Failure> {
+        let mut runs = Vec::new();
+        for _ in 0..3 {
+            let f = open()?;
+            let before = mount.reads()?;
+            let mut pass = || -> Result<u64, Failure> {
+                let start = Instant::now();
+                for &at in places {
+                    f.read_exact_at(&mut buf[..small], at)
+                        .map_err(|e| runtime(e.to_string()))?;
+                }
+                Ok(start.elapsed().as_nanos() as u64)
+            };
+            let cold = pass()?;
+            let requests = mount.reads()? - before;
+            let warm = pass()?;
+            if requests == 0 {
+                return Err(runtime("--mount: the reads never reached the mount"));
+            }
+            runs.push(cold.saturating_sub(warm) as f64 / requests as f64);
+        }
+        runs.sort_by(f64::total_cmp);
+        Ok(runs[1])
+    };
+    let wait_ns = shape(&backward)?;
+    let ahead_ns = shape(&in_order)?;
+    Ok((wait_ns, ahead_ns))
 }
 
 /// `ahead calibrate`.
@@ -518,6 +701,11 @@ pub(crate) fn cmd_calibrate(a: CalibrateArgs) -> Result<String, Failure> {
     }
     let target = a.target.as_deref().unwrap_or(".");
     let remote = target.contains("://");
+    if remote && a.mount {
+        return Err(usage(
+            "--mount measures a mount of a local file's directory; an object's is not built",
+        ));
+    }
     let name: &'static str = Box::leak(format!("calibrated {target}").into_boxed_str());
     let (model, host, probes) = if remote {
         calibrate_remote(name, target, &a.set, each)?
@@ -528,7 +716,13 @@ pub(crate) fn cmd_calibrate(a: CalibrateArgs) -> Result<String, Failure> {
             .budget(256 << 20)
             .build()
             .map_err(|e| runtime(format!("cannot start the engine: {e}")))?;
-        let host = probe_host(&engine, &file.path.to_string_lossy(), each)?;
+        let mut host = probe_host(&engine, &file.path.to_string_lossy(), each)?;
+        drop(engine);
+        if a.mount {
+            let (wait_ns, ahead_ns) = probe_mount(&file.path)?;
+            host.fuse_wait_ns = Some(round(wait_ns));
+            host.fuse_ahead_ns = Some(round(ahead_ns));
+        }
         let mut probes = probes;
         let model = fit_local(name, &probes);
         predict(&model, &mut probes);
@@ -598,6 +792,15 @@ pub(crate) fn probes_text(model: &DeviceModel, host: &HostCost, probes: &[Probe]
         host.read_ns, host.copy_ns_per_page
     )
     .unwrap();
+    if let (Some(wait), Some(ahead)) = (host.fuse_wait_ns, host.fuse_ahead_ns) {
+        writeln!(
+            out,
+            "through ahead mount: {:.1} us a FUSE read waited for, {:.1} us one read ahead",
+            wait / 1e3,
+            ahead / 1e3
+        )
+        .unwrap();
+    }
     writeln!(
         out,
         "{:<11} {:>9} {:>5} {:<9} {:>10} {:>10} {:>10} {:>7}",
@@ -669,6 +872,7 @@ mod tests {
                 ("iops", 4 << 10, 4, true),
                 ("iops", 4 << 10, 16, true),
                 ("iops", 4 << 10, 32, true),
+                ("iops", 4 << 10, 32, false),
                 ("iops", 4 << 10, 64, true),
                 ("stream", 1 << 20, 8, false),
                 ("stream", 8 << 20, 16, false),

@@ -25,6 +25,14 @@ pub(crate) use sim::*;
 pub(crate) use stats::*;
 pub(crate) use trace::*;
 
+/// The kernel's readahead on `ahead mount`'s files (see the mount's `fs.rs`); `replay --mount`
+/// models the same.
+pub(crate) const KERNEL_READAHEAD_BYTES: u32 = 1 << 20;
+
+/// The largest read FUSE sends the mount: the kernel's default `max_pages` (32), which the
+/// mount does not raise.
+pub(crate) const FUSE_REQUEST_BYTES: u64 = 128 << 10;
+
 pub(crate) fn json_text(v: &serde_json::Value) -> String {
     let mut text = serde_json::to_string_pretty(v).expect("JSON serializes");
     text.push('\n');

@@ -31,13 +31,30 @@ pub(crate) fn cmd_replay(a: ReplayArgs) -> Result<String, Failure> {
         }
     }
     let sizes: Vec<u64> = trace.files.iter().map(|f| f.size.0).collect();
+    let mount = if a.mount {
+        Some(mount_path(&a.model.device)?)
+    } else {
+        None
+    };
+    let mut config = config;
+    if trace.program_ns.is_some() || mount.is_some() {
+        // The program's own time holds its reads of the kernel's cache; the mount's costs hold
+        // the engine's copies: nothing more per page.
+        config.compute_ns_per_page = 0;
+    }
+    let workload = || -> Result<ahead::workload::Workload, Failure> {
+        let timed = trace.clone().into_timed_workload();
+        match mount {
+            Some(path) => sim::through_mount(timed, path).map_err(runtime),
+            None => Ok(timed),
+        }
+    };
     let mut runs = Vec::new();
     for p in &policies {
         let mut s = sim::Simulator::new(p, config).map_err(runtime)?;
         if let Some(path) = &a.windows {
             s.record_windows();
-            s.run_workload(trace.clone().into_workload())
-                .map_err(runtime)?;
+            s.run_workload(workload()?).map_err(runtime)?;
             let mut csv = String::from("file,start,size,async_size\n");
             for w in s.windows() {
                 writeln!(
@@ -61,21 +78,30 @@ pub(crate) fn cmd_replay(a: ReplayArgs) -> Result<String, Failure> {
                 path.display()
             );
         } else {
-            s.run_workload(trace.clone().into_workload())
-                .map_err(runtime)?;
+            s.run_workload(workload()?).map_err(runtime)?;
         }
         runs.push(s.report());
     }
     if a.model.json {
-        out.push_str(&json_text(&json!({
+        let mut doc = json!({
             "trace": a.file.display().to_string(),
             "notes": trace.notes,
             "ra_max_pages": config.policy.ra_max_pages,
+            "program_ns": trace.program_ns,
             "io_max_pages": config.policy.io_max_pages,
             "folio_max_order": config.policy.folio_max_order,
             "results": report::results_json(&runs),
             "files": report::files_json(&runs, &sizes),
-        })));
+        });
+        if let Some(p) = mount {
+            doc["mount"] = json!({
+                "readahead_pages": p.readahead_pages,
+                "request_pages": p.request_pages,
+                "wait_ns": p.wait_ns,
+                "ahead_ns": p.ahead_ns,
+            });
+        }
+        out.push_str(&json_text(&doc));
         return Ok(out);
     }
     let ra_kb = a.model.ra_kb(defaults);
@@ -94,6 +120,25 @@ pub(crate) fn cmd_replay(a: ReplayArgs) -> Result<String, Failure> {
         }
     )
     .ok();
+    if let Some(ns) = trace.program_ns {
+        writeln!(
+            out,
+            "the program's own time: {:.1} ms, spent in equal shares before its reads",
+            ns as f64 / 1e6
+        )
+        .ok();
+    }
+    if let Some(p) = mount {
+        writeln!(
+            out,
+            "through ahead mount: the kernel's readahead {} KiB in front, FUSE reads of at most {} KiB, {:.1} us each waited for, {:.1} us each read ahead",
+            p.readahead_pages * 4,
+            p.request_pages * 4,
+            p.wait_ns as f64 / 1e3,
+            p.ahead_ns as f64 / 1e3
+        )
+        .ok();
+    }
     out.push_str(&totals_table(&runs));
     if trace.files.len() > 1 {
         for (i, f) in trace.files.iter().enumerate() {
@@ -106,4 +151,21 @@ pub(crate) fn cmd_replay(a: ReplayArgs) -> Result<String, Failure> {
         }
     }
     Ok(out)
+}
+
+/// How reads through `ahead mount` reach its engine: the mount's own settings, and what a FUSE
+/// read costs as the profile `device` measured it (`ahead calibrate --mount`).
+fn mount_path(device: &str) -> Result<sim::MountPath, Failure> {
+    let host = crate::commands::calibrate::HostCost::of_profile(device);
+    let (Some(wait_ns), Some(ahead_ns)) = (host.fuse_wait_ns, host.fuse_ahead_ns) else {
+        return Err(usage(format!(
+            "--mount needs what a FUSE read costs: --device takes a profile from `ahead calibrate --mount` ({device} has none)"
+        )));
+    };
+    Ok(sim::MountPath {
+        readahead_pages: u64::from(crate::commands::KERNEL_READAHEAD_BYTES) / PAGE_SIZE,
+        request_pages: crate::commands::FUSE_REQUEST_BYTES / PAGE_SIZE,
+        wait_ns: wait_ns.round() as u64,
+        ahead_ns: ahead_ns.round() as u64,
+    })
 }

@@ -44,6 +44,14 @@ pub(crate) fn cmd_trace(a: TraceArgs) -> Result<String, Failure> {
         .map(|d| d.display().to_string())
         .unwrap_or_default();
     let mut text = format!("# cwd: {cwd}\n").into_bytes();
+    if a.time && status.success() {
+        let ns = program_time(&a.command)?;
+        eprintln!(
+            "{cmd} took {:.1} ms again, untraced, on its files as cached",
+            ns as f64 / 1e6
+        );
+        text.extend_from_slice(format!("# program_ns: {ns}\n").as_bytes());
+    }
     text.extend_from_slice(&log);
     std::fs::write(&a.output, &text)
         .map_err(|e| runtime(format!("cannot write {}: {e}", a.output.display())))?;
@@ -65,6 +73,24 @@ pub(crate) fn cmd_trace(a: TraceArgs) -> Result<String, Failure> {
             "the traced command ({cmd}) ended by a signal ({status})"
         ))),
     }
+}
+
+/// The command's wall time, run once more without the tracer, its output discarded.
+fn program_time(command: &[String]) -> Result<u64, Failure> {
+    let start = std::time::Instant::now();
+    let status = std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .map_err(|e| runtime(format!("cannot run {} again: {e}", command[0])))?;
+    let ns = start.elapsed().as_nanos() as u64;
+    if !status.success() {
+        return Err(runtime(format!(
+            "{} failed when run again untraced ({status}): no program time kept",
+            command[0]
+        )));
+    }
+    Ok(ns)
 }
 
 /// The output must be a file ahead can write: not a directory, not a file of procfs, sysfs or

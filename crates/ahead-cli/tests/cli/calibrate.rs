@@ -31,7 +31,7 @@ fn a_calibrated_disk_is_a_profile_the_simulator_takes() {
     }
     assert!(p["queue_depth"].as_u64().unwrap() >= 1, "{p}");
     let probes = p["calibrated"]["probes"].as_array().unwrap();
-    assert_eq!(probes.len(), 14, "{p}");
+    assert_eq!(probes.len(), 15, "{p}");
     for probe in probes {
         assert!(probe["mb_per_s"].as_f64().unwrap() > 0.0, "{probe}");
         assert!(
@@ -93,5 +93,51 @@ fn a_file_too_small_to_measure_is_a_clear_error() {
         2,
         "/nonexistent/disk",
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--mount` mounts the file's directory, measures what a FUSE read costs a program (one it
+/// waits for, one of the kernel's readahead), keeps both in the profile, and unmounts.
+#[cfg(feature = "mount")]
+#[test]
+fn a_mount_is_calibrated_and_left_unmounted() {
+    if super::servers::need(if Path::new("/dev/fuse").exists() {
+        Ok(())
+    } else {
+        Err("/dev/fuse is missing".to_string())
+    })
+    .is_none()
+    {
+        return;
+    }
+    let dir = tmpdir("calibrate-mount");
+    let file = dir.join("probe.dat");
+    std::fs::write(&file, vec![5u8; 256 << 20]).unwrap();
+    let profile = dir.join("disk.json");
+    let out = ahead(&[
+        "calibrate",
+        file.to_str().unwrap(),
+        "--mount",
+        "-o",
+        profile.to_str().unwrap(),
+        "--probe-seconds",
+        "0.1",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("through ahead mount"), "{stdout}");
+    let p: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&profile).unwrap()).unwrap();
+    let wait = p["host"]["fuse_wait_ns"].as_f64().unwrap();
+    let ahead_ns = p["host"]["fuse_ahead_ns"].as_f64().unwrap();
+    // A round trip through the kernel and back costs something, and less than a second.
+    assert!(wait > 0.0 && wait < 1e9, "{p}");
+    assert!(ahead_ns > 0.0 && ahead_ns < 1e9, "{p}");
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    assert!(!mounts.contains("ahead-calibrate-mnt"), "{mounts}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -442,3 +442,130 @@ fn sizes_past_what_the_simulator_models_are_one_clear_line() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `ahead trace --time` keeps the program's own time, `replay` spends it between the reads,
+/// and `replay --mount` adds the kernel's cache in front and a FUSE read's costs from the
+/// profile; a profile without them, and a time that is not a number, are clear errors.
+#[test]
+fn a_programs_own_time_and_a_mount_are_in_its_replay() {
+    if !have_strace() {
+        eprintln!("skipped: strace is not installed (apt-get install strace)");
+        return;
+    }
+    let dir = tmpdir("timed");
+    let data = dir.join("data.bin");
+    std::fs::write(&data, vec![3u8; 4 << 20]).unwrap();
+    let log = dir.join("dd.log");
+    let out = ahead(&[
+        "trace",
+        "--time",
+        "-o",
+        log.to_str().unwrap(),
+        "--",
+        "dd",
+        &format!("if={}", data.display()),
+        "of=/dev/null",
+        "bs=4k",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    let ns: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("# program_ns: "))
+        .unwrap_or_else(|| {
+            panic!(
+                "no program time in the log:\n{}",
+                &text[..200.min(text.len())]
+            )
+        })
+        .parse()
+        .unwrap();
+    assert!(ns > 0);
+
+    // The same reads with a program time of 3 s, and with none.
+    let body: String = text
+        .lines()
+        .filter(|l| !l.starts_with("# program_ns"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let (slow, plain) = (dir.join("slow.log"), dir.join("plain.log"));
+    std::fs::write(&slow, format!("# program_ns: 3000000000\n{body}")).unwrap();
+    std::fs::write(&plain, &body).unwrap();
+    let profile = dir.join("fuse.json");
+    std::fs::write(
+        &profile,
+        r#"{"name": "test disk", "latency_us": 80, "per_request_us": 5, "seek_us": 0,
+            "bandwidth_mb_s": 2000, "queue_depth": 8, "connection_mb_s": 0,
+            "host": {"read_ns": 200, "copy_ns_per_page": 300,
+                     "fuse_wait_ns": 1000000, "fuse_ahead_ns": 2000000}}"#,
+    )
+    .unwrap();
+    let modeled_ms = |log: &Path, extra: &[&str]| -> (f64, serde_json::Value) {
+        let mut args = vec![
+            "replay",
+            log.to_str().unwrap(),
+            "--policy",
+            "adaptive",
+            "--device",
+            profile.to_str().unwrap(),
+            "--ra-max",
+            "1m",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let out = ahead(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let ms = v["results"][0]["modeled_ms"].as_f64().unwrap();
+        (ms, v)
+    };
+    let (plain_ms, _) = modeled_ms(&plain, &[]);
+    let (slow_ms, v) = modeled_ms(&slow, &[]);
+    assert_eq!(v["program_ns"], 3_000_000_000u64);
+    // The program's 3 s are spent before its reads (the first share before the first read is
+    // not in the file's time), and the device's time overlaps them.
+    assert!(
+        slow_ms > 2990.0 && slow_ms < 3000.0 + plain_ms,
+        "{slow_ms} ms against {plain_ms}"
+    );
+    assert!(plain_ms < 100.0, "{plain_ms}");
+
+    // Through a mount: 4 MiB read in order reach the daemon as reads of at most 128 KiB (32
+    // or more), each costing 1-2 ms.
+    let (mount_ms, v) = modeled_ms(&plain, &["--mount"]);
+    assert_eq!(v["mount"]["wait_ns"], 1_000_000);
+    assert_eq!(v["mount"]["ahead_ns"], 2_000_000);
+    assert_eq!(v["mount"]["request_pages"], 32);
+    assert!(
+        mount_ms >= plain_ms + 32.0,
+        "{mount_ms} ms against {plain_ms}"
+    );
+    assert!(
+        mount_ms <= plain_ms + 2.0 * 40.0,
+        "{mount_ms} ms against {plain_ms}"
+    );
+
+    // A profile with no mount costs (a preset has none), and a time that is not a number.
+    assert_clean_failure(
+        &ahead(&[
+            "replay",
+            plain.to_str().unwrap(),
+            "--mount",
+            "--device",
+            "nvme",
+        ]),
+        2,
+        "ahead calibrate --mount",
+    );
+    std::fs::write(&slow, format!("# program_ns: soon\n{body}")).unwrap();
+    assert_clean_failure(&ahead(&["replay", slow.to_str().unwrap()]), 1, "line 1");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -78,6 +78,7 @@ pub struct EngineBuilder {
     pub(super) leases: bool,
     pub(super) lease_signal: Option<i32>,
     pub(super) device_estimate: Option<DeviceEstimate>,
+    pub(super) device_model: Option<crate::device::DeviceModel>,
     pub(super) pretouch: bool,
     pub(super) keep_memory: bool,
     pub(super) fault_ahead: bool,
@@ -116,6 +117,7 @@ impl Default for EngineBuilder {
             leases: true,
             lease_signal: None,
             device_estimate: None,
+            device_model: None,
             pretouch: false,
             keep_memory: false,
             fault_ahead: true,
@@ -192,6 +194,15 @@ impl EngineBuilder {
     /// to the simulator's decisions, reproducible benchmarks).
     pub fn device_estimate(mut self, estimate: DeviceEstimate) -> Self {
         self.device_estimate = Some(estimate);
+        self
+    }
+
+    /// What each device is taken for until the engine has measured it: a profile `ahead
+    /// calibrate` wrote, or a preset ([`crate::DeviceModel::named`]), instead of an NVMe-class
+    /// device (or an object store's own guess). The policies' first windows follow it; the
+    /// first requests' measurements then move it, as always.
+    pub fn device_model(mut self, model: crate::device::DeviceModel) -> Self {
+        self.device_model = Some(model);
         self
     }
 
@@ -376,7 +387,7 @@ impl EngineBuilder {
             counters: Counters::default(),
             read_latency: stats::LatencyRecorder::new(true),
             request_latency: stats::LatencyRecorder::new(true),
-            meters: Meters::new(self.device_estimate),
+            meters: Meters::new(self.device_estimate, self.device_model),
             in_flight: AtomicUsize::new(0),
         });
         if !self.fault_ahead {

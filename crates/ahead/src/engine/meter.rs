@@ -60,6 +60,20 @@ impl DeviceMeter {
         }
     }
 
+    /// A meter that takes the device for `model` until it measures it (the user's choice).
+    fn starting_as(
+        fixed: Option<DeviceEstimate>,
+        model: crate::device::DeviceModel,
+    ) -> DeviceMeter {
+        let meter = DeviceMeter::new(fixed);
+        {
+            let mut m = meter.lock();
+            m.model = model;
+            m.chosen = true;
+        }
+        meter
+    }
+
     pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Meter> {
         self.meter.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -68,25 +82,35 @@ impl DeviceMeter {
     pub(super) fn forget(&self) {
         let mut m = self.lock();
         let version = m.version + 1;
-        *m = Meter::new(m.fixed.then_some(m.estimate));
+        *m = Meter {
+            model: m.model,
+            chosen: m.chosen,
+            ..Meter::new(m.fixed.then_some(m.estimate))
+        };
         m.version = version;
         self.version.store(version, Ordering::Release);
     }
 }
 
-/// The engine's meters, one per device, and the estimate the builder fixed for all (if any).
+/// The engine's meters, one per device, the estimate the builder fixed for all (if any), and
+/// the model the user takes each device for until measured (if any).
 pub(super) struct Meters {
     by_device: Mutex<FxHashMap<DeviceKey, Arc<DeviceMeter>>>,
     fixed: Option<DeviceEstimate>,
+    start: Option<crate::device::DeviceModel>,
     /// The meter of the file opened last: what [`Engine::device_estimate`] reports.
     last: Mutex<Option<Arc<DeviceMeter>>>,
 }
 
 impl Meters {
-    pub(super) fn new(fixed: Option<DeviceEstimate>) -> Meters {
+    pub(super) fn new(
+        fixed: Option<DeviceEstimate>,
+        start: Option<crate::device::DeviceModel>,
+    ) -> Meters {
         Meters {
             by_device: Mutex::new(FxHashMap::default()),
             fixed,
+            start,
             last: Mutex::new(None),
         }
     }
@@ -97,7 +121,12 @@ impl Meters {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .entry(device)
-            .or_insert_with(|| Arc::new(DeviceMeter::new(self.fixed)))
+            .or_insert_with(|| {
+                Arc::new(match self.start {
+                    Some(model) => DeviceMeter::starting_as(self.fixed, model),
+                    None => DeviceMeter::new(self.fixed),
+                })
+            })
             .clone()
     }
 
@@ -134,6 +163,9 @@ pub(super) struct Meter {
     pub(super) measured: bool,
     /// Whether it is fixed by the builder (never measured).
     pub(super) fixed: bool,
+    /// Whether `model` is the user's (the builder's `device_model`, a calibrated profile):
+    /// then no source's own guess replaces it.
+    pub(super) chosen: bool,
     pub(super) version: u64,
     pub(super) busy_since: Option<Instant>,
     pub(super) busy: Duration,
@@ -153,6 +185,7 @@ impl Meter {
             }),
             measured: fixed.is_some(),
             fixed: fixed.is_some(),
+            chosen: false,
             version: 0,
             busy_since: None,
             busy: Duration::ZERO,
@@ -180,7 +213,7 @@ impl Meter {
     /// bandwidth had to climb back from 9 MB/s half a busy period at a time, and a sequential
     /// reader's windows ramped a round trip per doubling.
     pub(super) fn start_as(&mut self, model: crate::device::DeviceModel, io_pages: u64) {
-        if self.fixed || self.model == model {
+        if self.fixed || self.chosen || self.model == model {
             return;
         }
         self.model = model;

@@ -55,6 +55,11 @@ pub const SETTINGS: &[Setting] = &[
         apply: |b, v| Ok(b.request_max(at_least(size(v)?, PAGE_SIZE, "4k (one page)")?)),
     },
     Setting {
+        name: "device",
+        about: "what the device is taken for until measured: nvme, hdd, remote, or a profile `ahead calibrate` wrote (a .json file)",
+        apply: |b, v| Ok(b.device_model(crate::device::DeviceModel::named(v)?)),
+    },
+    Setting {
         name: "threads",
         about: "threads of the threads backend (32 by default)",
         apply: |b, v| match v.parse::<usize>() {

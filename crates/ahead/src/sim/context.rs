@@ -65,6 +65,9 @@ impl Ctx<'_> {
                     let at = p + submitted * command;
                     let pages = command.min(run_end - at);
                     ready_ns = self.device.submit(self.now_ns, self.file, at, pages);
+                    if let Some(log) = &mut self.device.log {
+                        log.push((self.file, at, pages, io.kind == IoKind::Ahead));
+                    }
                     submitted += 1;
                     // A command's refaults are counted before its pages take their places (as
                     // the engine claims a request's pages before it allocates their slots):

@@ -16,12 +16,14 @@
 mod cache;
 mod context;
 mod metrics;
+mod mount;
 mod oracle_runs;
 mod read;
 mod xarray;
 
 pub use crate::device::DeviceModel;
 pub use metrics::{time_ratio, FileReport, Metrics, RunReport};
+pub use mount::{through_mount, MountPath};
 
 use std::collections::BTreeSet;
 
@@ -456,6 +458,11 @@ impl Simulator {
         }
     }
 
+    /// The reader works for `ns` before its next call ([`Event::Compute`]).
+    pub fn compute(&mut self, ns: u64) {
+        self.now_ns += ns;
+    }
+
     /// Replay a whole workload. The oracle reads it all first, to know the future; on a fresh
     /// simulator it plays each of its ramps ([`Ramp`]) and keeps the fastest.
     ///
@@ -504,6 +511,7 @@ impl Simulator {
                 } => self.read(handle, offset, len)?,
                 Event::Hint { handle, hint } => self.hint(handle, hint)?,
                 Event::Close { handle } => self.close(handle),
+                Event::Compute { ns } => self.compute(ns),
             }
         }
         Ok(())

@@ -328,7 +328,7 @@ impl Simulator {
                         }
                     }
                 }
-                Event::Hint { .. } => {}
+                Event::Hint { .. } | Event::Compute { .. } => {}
             }
         }
         needs

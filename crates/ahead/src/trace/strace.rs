@@ -70,6 +70,16 @@ pub fn parse_strace(input: impl BufRead) -> Result<Trace, TraceError> {
             fds.cwd = Some(cwd.to_string());
             continue;
         }
+        if let Some(ns) = text.strip_prefix("# program_ns: ") {
+            let ns = ns.trim().parse::<u64>().map_err(|_| {
+                err_at(
+                    n,
+                    format!("program_ns is not a number of nanoseconds: {ns}"),
+                )
+            })?;
+            b.program_ns = Some(ns);
+            continue;
+        }
         if text.starts_with('#') {
             continue;
         }

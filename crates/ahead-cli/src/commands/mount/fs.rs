@@ -47,10 +47,7 @@ use fuser::{
 /// How long a directory's listing, and the attributes the kernel caches, are trusted.
 pub(crate) const LISTING_TTL: Duration = Duration::from_secs(5);
 
-/// The kernel's readahead on the mount's files (see the module comment).
-pub(crate) const KERNEL_READAHEAD_BYTES: u32 = 1 << 20;
-
-use crate::commands::{STATS_DIR, STATS_FILE};
+use crate::commands::{KERNEL_READAHEAD_BYTES, STATS_DIR, STATS_FILE};
 
 const ROOT: u64 = 1;
 const STATS_DIR_INO: u64 = 2;
