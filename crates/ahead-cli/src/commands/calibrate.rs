@@ -1,14 +1,15 @@
 //! `ahead calibrate`: measure the device the way the engine reads it, and write the model the
 //! simulator takes (`--device profile.json` wherever `--device nvme` is taken).
 //!
-//! The probes are the reads the engine makes, each for a second or two with the kernel's cache
-//! of the file dropped: a small read alone, in order and at random, and 64 KiB and 1 MiB
-//! alone (a request's cost against its size); 4 KiB at random at depths 4-128 (the rate of
-//! commands, and the depth that reaches it) and in order at depth 32 (a request's own cost,
-//! told from a seek's); and the engine's own largest requests
-//! (`max_sectors_kb`) in order at depths 1-16 (its windows). For an object store: a small GET
-//! alone (the wait for a first byte), a 4 MiB GET alone (one connection's rate), small GETs 64
-//! at once, and 4 MiB GETs 8-64 at once, through the engine's own client, one GET a read.
+//! The probes are the reads the engine makes, each for a second or two in all (three rounds of
+//! every probe, the median round kept) with the kernel's cache of the file dropped: a small
+//! read alone, in order and at random, and 64 KiB and 1 MiB alone (a request's cost against
+//! its size); 4 KiB at random at depths 4-128 (the rate of commands, and the depth that
+//! reaches it) and in order at depth 32 (a request's own cost, told from a seek's); and the
+//! engine's own largest requests (`max_sectors_kb`) in order at depths 1-16 (its windows). For
+//! an object store: a small GET alone (the wait for a first byte), a 4 MiB GET alone (one
+//! connection's rate), small GETs 64 at once, and 4 MiB GETs 8-64 at once, through the
+//! engine's own client, one GET a read.
 //!
 //! The model (`ahead::DeviceModel`) has six figures: latency, per-request cost, seek,
 //! bandwidth, queue depth and a request's own streaming rate (an object store's connection;
@@ -219,9 +220,9 @@ fn round(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
 
-/// The local probes, each `each` long.
+/// The local probes, each `each` long in all: three rounds of every probe, the median kept.
 fn probe_local(path: &Path, each: Duration) -> Result<Vec<Probe>, Failure> {
-    let run = |bs: usize, qd: usize, random: bool| {
+    let run = |bs: usize, qd: usize, random: bool, each: Duration| {
         reads_at_depth(path, bs, qd, random, each).map_err(|e| {
             let why = if e.raw_os_error() == Some(libc::EINVAL) {
                 " (does its file system take O_DIRECT? the engine reads with it, and so does \
@@ -232,34 +233,48 @@ fn probe_local(path: &Path, each: Duration) -> Result<Vec<Probe>, Failure> {
             runtime(format!("{}: {e}{why}", path.display()))
         })
     };
-    let mut probes = Vec::new();
+    // Streams in the engine's own requests: the device's largest (`max_sectors_kb`, as the
+    // engine sizes them; 1 MiB where it cannot be told), at the depths its windows keep.
+    let request = ahead::os::device_limits(path).1.map_or(1 << 20, |kb| {
+        ((kb as usize) << 10).clamp(128 << 10, 16 << 20)
+    });
+    let mut shapes: Vec<(&'static str, usize, usize, bool)> = Vec::new();
     for (bs, random) in [
         (4 << 10, false),
         (4 << 10, true),
         (64 << 10, true),
         (1 << 20, true),
     ] {
-        let r = run(bs, 1, random)?;
-        probes.push(probe("one", bs as u64, 1, random, &r));
+        shapes.push(("one", bs, 1, random));
     }
     for qd in [4, 16, 32, 64, 128] {
-        let r = run(4 << 10, qd, true)?;
-        probes.push(probe("iops", 4 << 10, qd as u64, true, &r));
+        shapes.push(("iops", 4 << 10, qd, true));
     }
     // Small reads in order at depth: what tells a request's own cost from a seek (a disk that
     // gives these no faster than reads at random has no seek to speak of; the readers that
     // ask for a page at a time ahead make exactly these).
-    let r = run(4 << 10, 32, false)?;
-    probes.push(probe("iops", 4 << 10, 32, false, &r));
-    // Streams in the engine's own requests: the device's largest (`max_sectors_kb`, as the
-    // engine sizes them; 1 MiB where it cannot be told), at the depths its windows keep.
-    let request = ahead::os::device_limits(path).1.map_or(1 << 20, |kb| {
-        ((kb as usize) << 10).clamp(128 << 10, 16 << 20)
-    });
+    shapes.push(("iops", 4 << 10, 32, false));
     for qd in [1, 2, 4, 8, 16] {
-        let r = run(request, qd, false)?;
-        probes.push(probe("stream", request as u64, qd as u64, false, &r));
+        shapes.push(("stream", request, qd, false));
     }
+    // Every probe in each of three rounds, a third of its time each, and the median round's
+    // figures kept: a virtual disk's rate moves within a minute, and one slow stretch under one
+    // probe would otherwise be the model's.
+    const ROUNDS: u32 = 3;
+    let mut rounds: Vec<Vec<Probe>> = vec![Vec::new(); shapes.len()];
+    for _ in 0..ROUNDS {
+        for (i, &(what, bs, qd, random)) in shapes.iter().enumerate() {
+            let r = run(bs, qd, random, each / ROUNDS)?;
+            rounds[i].push(probe(what, bs as u64, qd as u64, random, &r));
+        }
+    }
+    let probes = rounds
+        .into_iter()
+        .map(|mut runs| {
+            runs.sort_by(|a, b| a.mb_per_s.total_cmp(&b.mb_per_s));
+            runs.swap_remove(runs.len() / 2)
+        })
+        .collect();
     Ok(probes)
 }
 
