@@ -299,6 +299,55 @@ fn a_local_directory_reads_as_its_files_through_cat_dd_cmp_python_sqlite3_and_th
 }
 
 /// The environment that points the engine at the gateway at `endpoint`.
+/// A directory's files read one after another in its listing's order are opened ahead
+/// (counted as `opened_ahead`), every byte the file's; reads out of that order, and a
+/// directory among the files, change no byte.
+#[test]
+fn a_directorys_files_read_in_turn_are_opened_ahead_byte_for_byte() {
+    let Some(()) = fuse() else { return };
+    let src = Scratch::new("mount-turn");
+    let shards = src.0.join("shards");
+    std::fs::create_dir_all(shards.join("s05x")).unwrap();
+    let files: Vec<(String, Vec<u8>)> = (0..12)
+        .map(|i| {
+            (
+                format!("s{i:02}.bin"),
+                content((1 << 20) + i * 4099, 40 + i as u64),
+            )
+        })
+        .collect();
+    for (name, bytes) in &files {
+        std::fs::write(shards.join(name), bytes).unwrap();
+    }
+    let mut m = Mounted::start(src.0.to_str().unwrap(), &["--budget", "64m"], &[]);
+    let dir = m.path("shards");
+    let listed = std::fs::read_dir(&dir).unwrap().count();
+    assert_eq!(listed, 13);
+    for (name, bytes) in &files {
+        assert!(std::fs::read(dir.join(name)).unwrap() == *bytes, "{name}");
+    }
+    for i in [5, 2, 9, 3, 4, 11] {
+        let (name, bytes) = &files[i];
+        assert!(
+            std::fs::read(dir.join(name)).unwrap() == *bytes,
+            "{name} again"
+        );
+    }
+    let stats = run(
+        env!("CARGO_BIN_EXE_ahead"),
+        &["stats", m.dir.to_str().unwrap(), "--json"],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&stats.stdout).unwrap();
+    let ahead = v["mount"]["opened_ahead"].as_u64().unwrap();
+    assert!(ahead >= 9, "{ahead} of the 12 in turn opened ahead: {v}");
+    assert_eq!(v["mount"]["read_errors"], 0, "{v}");
+    assert!(
+        m.stop(Duration::from_secs(10)).success(),
+        "{}",
+        m.log_text()
+    );
+}
+
 fn s3_env(endpoint: &str) -> Vec<(&'static str, String)> {
     vec![
         ("AWS_ACCESS_KEY_ID", ACCESS_KEY.into()),

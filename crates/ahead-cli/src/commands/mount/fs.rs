@@ -13,6 +13,18 @@
 //! streams, as two opens through the library are. A read is `File::read_at` into a buffer of
 //! the session thread's, looped to the size asked for or the end.
 //!
+//! **Files read in turn.** A program going through a directory's files in its listing's order
+//! (`tar -c`, `cp -r`, a loader of shards) pays, per file, an open and a first read's round
+//! trip before any policy has seen it: readahead within a file cannot reach the next. Once two
+//! files of a directory have been opened one after the other in its listing's order (by any
+//! program), the rest of the listing's files are opened ahead through
+//! [`Engine::open_many`] (up to its `OPENS_AHEAD` ahead, each asked for its first bytes within
+//! the readahead half of the budget), and the next open of the file expected takes it from
+//! there. An open of any other file of the directory drops the files opened ahead (their
+//! pages stay cached under the budget). A file opened ahead is pinned when opened ahead; one
+//! whose version or size is not the listing's is not used (the open is made anew, pinned to
+//! the listing's version as every open is).
+//!
 //! **The kernel's cache and readahead.** Files are not opened `direct_io`: every read of the
 //! program would then be a round trip through FUSE (a 4 KiB reader pays ~20 us a read), and
 //! mmap would be refused. The kernel's page cache stays in front, and its readahead for the
@@ -30,14 +42,14 @@
 //! with a line on stderr naming the file; a changed object is `EIO` and a line that says so,
 //! never bytes of two versions. Writes are refused: the mount is read-only.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use ahead::engine::{Engine, Entry, File};
+use ahead::engine::{Engine, Entry, File, OpenMany};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
     KernelConfig, LockOwner, OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory,
@@ -142,6 +154,15 @@ impl Names {
     }
 }
 
+/// A directory's files as programs open them (see "Files read in turn" in the module comment).
+#[derive(Default)]
+struct InTurn {
+    /// The listing's place of the file opened last.
+    last: Option<usize>,
+    /// The listing's files after it, being opened ahead, and their inodes in that order.
+    ahead: Option<(OpenMany, VecDeque<u64>)>,
+}
+
 /// What the mount counts beside the engine's statistics.
 #[derive(Default, serde::Serialize)]
 pub(crate) struct MountCounters {
@@ -152,6 +173,8 @@ pub(crate) struct MountCounters {
     pub(crate) reads: AtomicU64,
     pub(crate) bytes_read: AtomicU64,
     pub(crate) read_errors: AtomicU64,
+    /// Opens that found their file opened ahead (a directory's files read in turn).
+    pub(crate) opened_ahead: AtomicU64,
 }
 
 /// The mounted filesystem.
@@ -166,6 +189,8 @@ pub(crate) struct AheadFs {
     names: Mutex<Names>,
     files: Mutex<HashMap<u64, Arc<File>>>,
     dirs: Mutex<HashMap<u64, Children>>,
+    /// Each directory's files as programs open them: see "Files read in turn" above.
+    in_turn: Mutex<HashMap<u64, Arc<Mutex<InTurn>>>>,
     next_handle: AtomicU64,
     pub(crate) counters: Arc<MountCounters>,
     uid: u32,
@@ -231,6 +256,7 @@ impl AheadFs {
             names: Mutex::new(names),
             files: Mutex::default(),
             dirs: Mutex::default(),
+            in_turn: Mutex::default(),
             next_handle: AtomicU64::new(1),
             counters: Arc::default(),
             // SAFETY: getuid and getgid cannot fail.
@@ -383,6 +409,75 @@ impl AheadFs {
             .is_some_and(|c| c.iter().any(|(name, _)| name == child))
     }
 
+    /// The parent directory of `entry` and its recent listing, if there is one.
+    fn parent_listing(&self, entry: &Entry) -> Option<(u64, Children)> {
+        let name = entry.name.trim_end_matches('/');
+        let parent = &name[..name.rfind('/')?];
+        let names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = *names
+            .by_name
+            .get(parent)
+            .or_else(|| names.by_name.get(&dir_key(parent)))?;
+        let (at, children) = names.nodes.get(&dir)?.listed.as_ref()?;
+        (at.elapsed() < LISTING_TTL).then(|| (dir, children.clone()))
+    }
+
+    /// `ino`'s file if it was opened ahead as the next of its directory's files read in turn;
+    /// and, where this open is the second of two in the listing's order, the rest opened
+    /// ahead from here (see the module comment). None: open it as usual.
+    fn open_in_turn(&self, ino: u64, entry: &Entry) -> Option<File> {
+        let (dir, children) = self.parent_listing(entry)?;
+        let place = children.iter().position(|&(_, i)| i == ino)?;
+        let state = self
+            .in_turn
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(dir)
+            .or_default()
+            .clone();
+        let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut taken = None;
+        if let Some((files, inos)) = &mut state.ahead {
+            if inos.front() == Some(&ino) {
+                inos.pop_front();
+                taken = files.next().and_then(Result::ok);
+            } else {
+                // Another file than the next: the files opened ahead are let go.
+                state.ahead = None;
+            }
+        }
+        let in_order = state.last.is_some_and(|last| last + 1 == place);
+        state.last = Some(place);
+        if in_order && state.ahead.is_none() {
+            let rest: Vec<(String, u64)> = {
+                let names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+                children[place + 1..]
+                    .iter()
+                    .filter_map(|&(_, i)| {
+                        let e = &names.nodes.get(&i)?.entry;
+                        (!e.is_dir).then(|| (e.name.clone(), i))
+                    })
+                    .collect()
+            };
+            if !rest.is_empty() {
+                let inos = rest.iter().map(|&(_, i)| i).collect();
+                let files = self.engine.open_many(rest.into_iter().map(|(n, _)| n));
+                state.ahead = Some((files, inos));
+            }
+        }
+        // The file opened ahead must be the one asked for, at the version the listing saw
+        // (the open pins that one: a changed object is then the read's EIO, as ever), and the
+        // size the kernel was told; else it is opened anew.
+        taken.filter(|f| {
+            let same_version = match (f.pinned_entry(), &entry.e_tag) {
+                (Some(pinned), Some(tag)) => pinned.e_tag.as_ref() == Some(tag),
+                (Some(pinned), None) => pinned.modified_ns == entry.modified_ns,
+                (None, _) => true,
+            };
+            f.path().to_string_lossy() == entry.name && f.len() == entry.size && same_version
+        })
+    }
+
     fn entry_of(&self, ino: u64) -> Option<Entry> {
         let names = self.names.lock().unwrap_or_else(|e| e.into_inner());
         names.nodes.get(&ino).map(|n| n.entry.clone())
@@ -513,7 +608,14 @@ impl Filesystem for AheadFs {
             return reply.error(Errno::ENOENT);
         };
         self.counters.opens.fetch_add(1, Ordering::Relaxed);
-        match self.engine.open_entry(&entry) {
+        let opened = match self.open_in_turn(ino, &entry) {
+            Some(file) => {
+                self.counters.opened_ahead.fetch_add(1, Ordering::Relaxed);
+                Ok(file)
+            }
+            None => self.engine.open_entry(&entry),
+        };
+        match opened {
             Ok(file) => {
                 let fh = self.next_handle.fetch_add(1, Ordering::Relaxed);
                 self.files
