@@ -541,11 +541,7 @@ fn replay_json(py: Python<'_>, path: PathBuf, model: ModelArgs<'_>) -> PyResult<
     let (trace, defaults, _) = py
         .detach(|| ahead::kernel::load_for_replay(&path))
         .map_err(|e| PyOSError::new_err((libc_errno::EINVAL, e, path.display().to_string())))?;
-    let mut config = model.config(defaults)?;
-    if trace.program_ns.is_some() {
-        // The program's own time holds its reads of the kernel's cache (as `ahead replay`).
-        config.compute_ns_per_page = 0;
-    }
+    let config = trace.timed_config(model.config(defaults)?);
     let sizes: Vec<u64> = trace.files.iter().map(|f| f.size.0).collect();
     let runs = run_policies(py, &policies, config, || {
         trace.clone().into_timed_workload()

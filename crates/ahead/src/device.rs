@@ -282,9 +282,6 @@ pub(crate) struct Device {
     connection_ns_per_page: f64,
     /// Largest command in pages: longer requests are split.
     command_pages: u64,
-    /// Every command as submitted (file, first page, pages, whether it was read ahead), when
-    /// asked for; the simulator's context notes them, as it knows what each is for.
-    pub(crate) log: Option<Vec<(u32, u64, u64, bool)>>,
 }
 
 impl Device {
@@ -301,7 +298,6 @@ impl Device {
             seek_ns: (model.seek_us * 1000.0) as u64,
             ns_per_page: crate::units::PAGE_SIZE as f64 * 1000.0 / model.bandwidth_mb_s,
             connection_ns_per_page: model.connection_us(crate::units::PAGE_SIZE as f64) * 1000.0,
-            log: None,
         }
     }
 

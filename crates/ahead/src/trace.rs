@@ -122,14 +122,25 @@ impl Trace {
         for e in self.events {
             if let Event::Read { .. } = e {
                 seen += 1;
-                // Cumulative rounding: the shares add up to the total exactly.
-                let due = total * seen / reads;
+                // Cumulative rounding: the shares add up to the total exactly (in u128: a long
+                // run's nanoseconds times its reads overflows u64).
+                let due = (u128::from(total) * u128::from(seen) / u128::from(reads)) as u64;
                 events.push(Event::Compute { ns: due - spent });
                 spent = due;
             }
             events.push(e);
         }
         Workload::from_events(self.files, events)
+    }
+
+    /// The simulator's settings `config` for [`Trace::into_timed_workload`]: where the trace
+    /// holds the program's own time, that time already holds its reads of the kernel's cache,
+    /// so the reader is charged nothing more a page.
+    pub fn timed_config(&self, mut config: crate::sim::SimConfig) -> crate::sim::SimConfig {
+        if self.program_ns.is_some() {
+            config.compute_ns_per_page = 0;
+        }
+        config
     }
 
     /// Number of read events.

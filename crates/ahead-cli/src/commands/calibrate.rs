@@ -576,10 +576,7 @@ impl ProbeMount {
             .spawn()
             .map_err(|e| runtime(format!("cannot run ahead mount: {e}")))?;
         let mut mount = ProbeMount { child, point };
-        let stats = mount
-            .point
-            .join(crate::commands::STATS_DIR)
-            .join(crate::commands::STATS_FILE);
+        let stats = mount.stats_path();
         let start = Instant::now();
         while !stats.exists() {
             if let Ok(Some(status)) = mount.child.try_wait() {
@@ -605,12 +602,16 @@ impl ProbeMount {
         Ok(mount)
     }
 
+    /// The mount's stats file (there once the mount serves).
+    fn stats_path(&self) -> PathBuf {
+        self.point
+            .join(crate::commands::STATS_DIR)
+            .join(crate::commands::STATS_FILE)
+    }
+
     /// The mount's count of file reads so far.
     fn reads(&self) -> Result<u64, Failure> {
-        let path = self
-            .point
-            .join(crate::commands::STATS_DIR)
-            .join(crate::commands::STATS_FILE);
+        let path = self.stats_path();
         let text = std::fs::read_to_string(&path)
             .map_err(|e| runtime(format!("{}: {e}", path.display())))?;
         let v: serde_json::Value =

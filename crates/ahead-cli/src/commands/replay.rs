@@ -36,10 +36,9 @@ pub(crate) fn cmd_replay(a: ReplayArgs) -> Result<String, Failure> {
     } else {
         None
     };
-    let mut config = config;
-    if trace.program_ns.is_some() || mount.is_some() {
-        // The program's own time holds its reads of the kernel's cache; the mount's costs hold
-        // the engine's copies: nothing more per page.
+    let mut config = trace.timed_config(config);
+    if mount.is_some() {
+        // The mount's costs hold the engine's copies: nothing more a page.
         config.compute_ns_per_page = 0;
     }
     let workload = || -> Result<ahead::workload::Workload, Failure> {

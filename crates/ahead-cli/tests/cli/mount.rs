@@ -35,7 +35,7 @@ struct Mounted {
     _scratch: Scratch,
 }
 
-fn fuse() -> Option<()> {
+pub(super) fn fuse() -> Option<()> {
     need(if Path::new("/dev/fuse").exists() {
         Ok(())
     } else {

@@ -40,34 +40,47 @@ fn have_strace() -> bool {
         .unwrap_or(false)
 }
 
-/// Record a real trace of dd reading a 1 MiB file in 16 KiB pieces, and replay it.
-#[test]
-fn replay_of_a_real_strace_trace_matches_a_hand_count() {
+/// `ahead trace [flags] -o log -- dd if=data bs=BS`: whether it was recorded (false, with a line
+/// saying why, where strace is missing or may not trace here).
+fn trace_dd(log: &Path, data: &Path, bs: &str, flags: &[&str]) -> bool {
     if !have_strace() {
         eprintln!("skipped: strace is not installed (apt-get install strace)");
-        return;
+        return false;
     }
-    let dir = tmpdir("strace");
-    let data = dir.join("data.bin");
-    std::fs::write(&data, vec![7u8; 1 << 20]).unwrap();
-    let log = dir.join("trace.log");
-    let out = ahead(&[
-        "trace",
+    let mut args = vec!["trace"];
+    args.extend_from_slice(flags);
+    let input = format!("if={}", data.display());
+    let bs = format!("bs={bs}");
+    args.extend_from_slice(&[
         "-o",
         log.to_str().unwrap(),
         "--",
         "dd",
-        &format!("if={}", data.display()),
+        &input,
         "of=/dev/null",
-        "bs=16k",
+        &bs,
     ]);
+    let out = ahead(&args);
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         if stderr.contains("ptrace") || stderr.contains("Operation not permitted") {
             eprintln!("skipped: strace cannot trace here: {stderr}");
-            return;
+            return false;
         }
         panic!("ahead trace failed: {stderr}");
+    }
+    true
+}
+
+/// Record a real trace of dd reading a 1 MiB file in 16 KiB pieces, and replay it.
+#[test]
+fn replay_of_a_real_strace_trace_matches_a_hand_count() {
+    let dir = tmpdir("strace");
+    let data = dir.join("data.bin");
+    std::fs::write(&data, vec![7u8; 1 << 20]).unwrap();
+    let log = dir.join("trace.log");
+    if !trace_dd(&log, &data, "16k", &[]) {
+        return;
     }
     // The file is on this machine, so replay would take its device's read_ahead_kb from
     // sysfs: pin the hand count's settings (128 KiB windows, single-page folios).
@@ -448,30 +461,13 @@ fn sizes_past_what_the_simulator_models_are_one_clear_line() {
 /// profile; a profile without them, and a time that is not a number, are clear errors.
 #[test]
 fn a_programs_own_time_and_a_mount_are_in_its_replay() {
-    if !have_strace() {
-        eprintln!("skipped: strace is not installed (apt-get install strace)");
-        return;
-    }
     let dir = tmpdir("timed");
     let data = dir.join("data.bin");
     std::fs::write(&data, vec![3u8; 4 << 20]).unwrap();
     let log = dir.join("dd.log");
-    let out = ahead(&[
-        "trace",
-        "--time",
-        "-o",
-        log.to_str().unwrap(),
-        "--",
-        "dd",
-        &format!("if={}", data.display()),
-        "of=/dev/null",
-        "bs=4k",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    if !trace_dd(&log, &data, "4k", &["--time"]) {
+        return;
+    }
     let text = std::fs::read_to_string(&log).unwrap();
     let ns: u64 = text
         .lines()

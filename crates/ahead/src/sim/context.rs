@@ -15,6 +15,7 @@ pub(super) struct Ctx<'a> {
     pub(super) seq: u64,
     pub(super) paper: bool,
     pub(super) windows: Option<&'a mut Vec<FileWindow>>,
+    pub(super) commands: Option<&'a mut Vec<DeviceCommand>>,
     pub(super) budget: u64,
     /// Pages the reader copied out before the policy saw its read (CLOCK, as the engine's
     /// reader does): the policy is told they are cached, as the engine tells it, whatever its
@@ -65,8 +66,13 @@ impl Ctx<'_> {
                     let at = p + submitted * command;
                     let pages = command.min(run_end - at);
                     ready_ns = self.device.submit(self.now_ns, self.file, at, pages);
-                    if let Some(log) = &mut self.device.log {
-                        log.push((self.file, at, pages, io.kind == IoKind::Ahead));
+                    if let Some(log) = self.commands.as_deref_mut() {
+                        log.push(DeviceCommand {
+                            file: self.file,
+                            first_page: at,
+                            pages,
+                            ahead: io.kind == IoKind::Ahead,
+                        });
                     }
                     submitted += 1;
                     // A command's refaults are counted before its pages take their places (as

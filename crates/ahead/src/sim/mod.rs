@@ -114,6 +114,8 @@ pub struct Simulator {
     now_ns: u64,
     seq: u64,
     windows: Option<Vec<FileWindow>>,
+    /// Every device command since [`Simulator::record_commands`], when asked for.
+    commands: Option<Vec<DeviceCommand>>,
     /// The oracle's plan, when the policy is the oracle (it issues for every handle at once).
     oracle: Option<Oracle>,
     /// Under the oracle's plan, where the reader computes: each read that waited for a page in
@@ -146,6 +148,19 @@ impl Policy for Planned {
         ORACLE
     }
     fn on_read(&mut self, _read: AppRead, _ctx: &mut dyn RaContext) {}
+}
+
+/// A command the simulator sent its device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceCommand {
+    /// Index of the file.
+    pub file: u32,
+    /// Its first page.
+    pub first_page: u64,
+    /// Its length in pages.
+    pub pages: u64,
+    /// Whether it was read ahead (not for a reader's miss).
+    pub ahead: bool,
 }
 
 /// A readahead decision a policy noted, with the file it was made for.
@@ -244,6 +259,7 @@ impl Simulator {
             now_ns: 0,
             seq: 0,
             windows: None,
+            commands: None,
             oracle: None,
             oracle_waits: Vec::new(),
             copied: Vec::new(),
@@ -258,6 +274,19 @@ impl Simulator {
     /// The decisions noted since [`Self::record_windows`], in order.
     pub fn windows(&self) -> &[FileWindow] {
         self.windows.as_deref().unwrap_or(&[])
+    }
+
+    /// Keep every command sent to the device from now on (see [`Self::take_commands`]).
+    pub fn record_commands(&mut self) {
+        self.commands.get_or_insert_with(Vec::new);
+    }
+
+    /// The commands sent since [`Self::record_commands`] or the last call, in order.
+    pub fn take_commands(&mut self) -> Vec<DeviceCommand> {
+        self.commands
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// A file's name, by index.
@@ -430,6 +459,7 @@ impl Simulator {
             seq,
             config,
             windows,
+            commands,
             ..
         } = self;
         let ctx = Ctx {
@@ -444,6 +474,7 @@ impl Simulator {
             seq: *seq,
             paper: config.accounting == Accounting::Paper,
             windows: windows.as_mut(),
+            commands: commands.as_mut(),
             known_cached: PageRange::default(),
         };
         (ctx, opens)

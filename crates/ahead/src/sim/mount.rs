@@ -52,7 +52,7 @@ pub fn through_mount(workload: Workload, path: MountPath) -> Result<Workload, St
         eviction: Eviction::Lru,
     };
     let mut front = Simulator::new("linux-ondemand", config)?;
-    front.device.log = Some(Vec::new());
+    front.record_commands();
     let ids: Vec<u32> = workload
         .files
         .iter()
@@ -74,15 +74,18 @@ pub fn through_mount(workload: Workload, path: MountPath) -> Result<Workload, St
                 len,
             } => {
                 front.read(handle, offset, len)?;
-                let sent = front.device.log.as_mut().map(std::mem::take);
-                for (_, first, pages, ahead) in sent.unwrap_or_default() {
+                for sent in front.take_commands() {
                     events.push(Event::Read {
                         handle,
-                        offset: Bytes(first * PAGE_SIZE),
-                        len: Bytes(pages * PAGE_SIZE),
+                        offset: Bytes(sent.first_page * PAGE_SIZE),
+                        len: Bytes(sent.pages * PAGE_SIZE),
                     });
                     events.push(Event::Compute {
-                        ns: if ahead { path.ahead_ns } else { path.wait_ns },
+                        ns: if sent.ahead {
+                            path.ahead_ns
+                        } else {
+                            path.wait_ns
+                        },
                     });
                 }
             }
