@@ -188,6 +188,11 @@ pub(crate) struct MountArgs {
     /// [default: 16]
     #[arg(long)]
     pub(crate) threads: Option<usize>,
+    /// The kernel's readahead on the mount's files (its read_ahead_kb; needs root): how
+    /// large a FUSE read a program reading in order sends (at most 1m, FUSE's largest). 0
+    /// leaves the kernel's default for a FUSE mount (128k).
+    #[arg(long, value_name = "SIZE", default_value = "1m")]
+    pub(crate) kernel_readahead: String,
     /// Any engine setting by name, KEY=VALUE, as `ahead cat -o` takes it (repeatable).
     #[arg(short = 'o', long = "option", value_name = "KEY=VALUE")]
     pub(crate) option: Vec<String>,

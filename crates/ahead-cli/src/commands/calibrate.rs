@@ -492,6 +492,9 @@ pub(crate) struct HostCost {
     pub fuse_wait_ns: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fuse_ahead_ns: Option<f64>,
+    /// The kernel's readahead on that mount's files, in bytes, as the mount set it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fuse_readahead_bytes: Option<u64>,
 }
 
 impl HostCost {
@@ -611,14 +614,19 @@ impl ProbeMount {
 
     /// The mount's count of file reads so far.
     fn reads(&self) -> Result<u64, Failure> {
+        self.counter("reads")
+    }
+
+    /// One of the mount's own counters (the stats file's `mount` part).
+    fn counter(&self, name: &str) -> Result<u64, Failure> {
         let path = self.stats_path();
         let text = std::fs::read_to_string(&path)
             .map_err(|e| runtime(format!("{}: {e}", path.display())))?;
         let v: serde_json::Value =
             serde_json::from_str(&text).map_err(|e| runtime(format!("{}: {e}", path.display())))?;
-        v["mount"]["reads"]
+        v["mount"][name]
             .as_u64()
-            .ok_or_else(|| runtime("the mount's stats have no read count"))
+            .ok_or_else(|| runtime(format!("the mount's stats have no {name}")))
     }
 }
 
@@ -644,8 +652,9 @@ impl Drop for ProbeMount {
 /// one of the kernel's readahead: `path`'s first 128 MiB read through a mount of its directory
 /// until the engine holds them, then, three times each, read in 4 KiB reads through a fresh
 /// open (the kernel's copy dropped) backward and in order, less the same reads again from the
-/// kernel's cache, over the reads that reached the mount (medians).
-fn probe_mount(path: &Path) -> Result<(f64, f64), Failure> {
+/// kernel's cache, over the reads that reached the mount (medians); and the kernel's readahead
+/// on the mount's files.
+fn probe_mount(path: &Path) -> Result<(f64, f64, u64), Failure> {
     use std::os::unix::fs::FileExt;
     const REGION: u64 = 128 << 20;
     const BACKWARD: u64 = 32 << 20;
@@ -711,7 +720,7 @@ fn probe_mount(path: &Path) -> Result<(f64, f64), Failure> {
     };
     let wait_ns = shape(&backward)?;
     let ahead_ns = shape(&in_order)?;
-    Ok((wait_ns, ahead_ns))
+    Ok((wait_ns, ahead_ns, mount.counter("kernel_readahead_bytes")?))
 }
 
 /// `ahead calibrate`.
@@ -740,9 +749,10 @@ pub(crate) fn cmd_calibrate(a: CalibrateArgs) -> Result<String, Failure> {
         let mut host = probe_host(&engine, &file.path.to_string_lossy(), each)?;
         drop(engine);
         if a.mount {
-            let (wait_ns, ahead_ns) = probe_mount(&file.path)?;
+            let (wait_ns, ahead_ns, readahead_bytes) = probe_mount(&file.path)?;
             host.fuse_wait_ns = Some(round(wait_ns));
             host.fuse_ahead_ns = Some(round(ahead_ns));
+            host.fuse_readahead_bytes = (readahead_bytes > 0).then_some(readahead_bytes);
         }
         let mut probes = probes;
         let model = fit_local(name, &probes);
@@ -816,9 +826,10 @@ pub(crate) fn probes_text(model: &DeviceModel, host: &HostCost, probes: &[Probe]
     if let (Some(wait), Some(ahead)) = (host.fuse_wait_ns, host.fuse_ahead_ns) {
         writeln!(
             out,
-            "through ahead mount: {:.1} us a FUSE read waited for, {:.1} us one read ahead",
+            "through ahead mount: {:.1} us a FUSE read waited for, {:.1} us one read ahead; the kernel reads ahead {} KiB",
             wait / 1e3,
-            ahead / 1e3
+            ahead / 1e3,
+            host.fuse_readahead_bytes.unwrap_or(crate::commands::FUSE_DEFAULT_READAHEAD_BYTES) >> 10
         )
         .unwrap();
     }

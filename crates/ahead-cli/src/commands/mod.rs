@@ -25,13 +25,17 @@ pub(crate) use sim::*;
 pub(crate) use stats::*;
 pub(crate) use trace::*;
 
-/// The kernel's readahead on `ahead mount`'s files (see the mount's `fs.rs`); `replay --mount`
-/// models the same.
+/// The kernel's readahead on `ahead mount`'s files, set once mounted where it can be (see the
+/// mount's `fs.rs`); `replay --mount` models what the profile's mount held.
 pub(crate) const KERNEL_READAHEAD_BYTES: u32 = 1 << 20;
 
-/// The largest read FUSE sends the mount: the kernel's default `max_pages` (32), which the
-/// mount does not raise.
-pub(crate) const FUSE_REQUEST_BYTES: u64 = 128 << 10;
+/// The kernel's readahead on a new FUSE mount: what a mount that could not raise it reads
+/// ahead, and what a profile that does not say had.
+pub(crate) const FUSE_DEFAULT_READAHEAD_BYTES: u64 = 128 << 10;
+
+/// The largest read FUSE sends the mount: the kernel's `fuse.max_pages_limit` (256 pages),
+/// which the `max_pages` fuser asks for at `init` reaches.
+pub(crate) const FUSE_REQUEST_BYTES: u64 = 1 << 20;
 
 pub(crate) fn json_text(v: &serde_json::Value) -> String {
     let mut text = serde_json::to_string_pretty(v).expect("JSON serializes");

@@ -161,8 +161,11 @@ fn mount_path(device: &str) -> Result<sim::MountPath, Failure> {
             "--mount needs what a FUSE read costs: --device takes a profile from `ahead calibrate --mount` ({device} has none)"
         )));
     };
+    let readahead_bytes = host
+        .fuse_readahead_bytes
+        .unwrap_or(crate::commands::FUSE_DEFAULT_READAHEAD_BYTES);
     Ok(sim::MountPath {
-        readahead_pages: u64::from(crate::commands::KERNEL_READAHEAD_BYTES) / PAGE_SIZE,
+        readahead_pages: (readahead_bytes / PAGE_SIZE).max(1),
         request_pages: crate::commands::FUSE_REQUEST_BYTES / PAGE_SIZE,
         wait_ns: wait_ns.round() as u64,
         ahead_ns: ahead_ns.round() as u64,

@@ -131,6 +131,11 @@ fn a_mount_is_calibrated_and_left_unmounted() {
     // A round trip through the kernel and back costs something, and less than a second.
     assert!(wait > 0.0 && wait < 1e9, "{p}");
     assert!(ahead_ns > 0.0 && ahead_ns < 1e9, "{p}");
+    // The kernel's readahead on the probe's mount, as the mount set it (root can).
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        assert_eq!(p["host"]["fuse_readahead_bytes"], 1 << 20, "{p}");
+    }
     let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
     assert!(!mounts.contains("ahead-calibrate-mnt"), "{mounts}");
     let _ = std::fs::remove_dir_all(&dir);

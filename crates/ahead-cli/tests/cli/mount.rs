@@ -348,6 +348,94 @@ fn a_directorys_files_read_in_turn_are_opened_ahead_byte_for_byte() {
     );
 }
 
+/// The mount's counters as `ahead stats --json` gives them.
+fn mount_counters(m: &Mounted) -> serde_json::Value {
+    let stats = run(
+        env!("CARGO_BIN_EXE_ahead"),
+        &["stats", m.dir.to_str().unwrap(), "--json"],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&stats.stdout).unwrap();
+    v["mount"].clone()
+}
+
+/// FUSE reads a 4 KiB reader in order sends for `path`, whose bytes must be `bytes`.
+fn fuse_reads_in_order(m: &Mounted, name: &str, bytes: &[u8]) -> u64 {
+    let before = mount_counters(m)["reads"].as_u64().unwrap();
+    let mut f = std::fs::File::open(m.path(name)).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = f.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(got == bytes, "{name}: the bytes differ");
+    mount_counters(m)["reads"].as_u64().unwrap() - before
+}
+
+#[test]
+fn the_kernel_reads_ahead_1_mib_a_fuse_read_or_its_own_128_kib_when_told() {
+    let Some(()) = fuse() else { return };
+    let src = Scratch::new("mount-ra");
+    let bytes = content(16 << 20, 77);
+    std::fs::write(src.0.join("f.bin"), &bytes).unwrap();
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+
+    let mut m = Mounted::start(src.0.to_str().unwrap(), &["--budget", "64m"], &[]);
+    let held = mount_counters(&m)["kernel_readahead_bytes"]
+        .as_u64()
+        .unwrap();
+    let reads = fuse_reads_in_order(&m, "f.bin", &bytes);
+    if root {
+        assert_eq!(held, 1 << 20, "{}", m.log_text());
+        // 16 MiB in 1 MiB reads, and the few small ones of the kernel's first window.
+        assert!(reads <= 16 + 8, "{reads} FUSE reads for 16 MiB in order");
+    } else {
+        assert!(
+            held == 1 << 20 || m.log_text().contains("read_ahead_kb"),
+            "not raised, and not said: {}",
+            m.log_text()
+        );
+    }
+    assert!(
+        m.stop(Duration::from_secs(10)).success(),
+        "{}",
+        m.log_text()
+    );
+
+    let mut m = Mounted::start(
+        src.0.to_str().unwrap(),
+        &["--budget", "64m", "--kernel-readahead", "0"],
+        &[],
+    );
+    assert_eq!(
+        mount_counters(&m)["kernel_readahead_bytes"]
+            .as_u64()
+            .unwrap(),
+        128 << 10
+    );
+    let reads = fuse_reads_in_order(&m, "f.bin", &bytes);
+    assert!(reads >= 128, "{reads} FUSE reads for 16 MiB at 128 KiB");
+    assert!(
+        m.stop(Duration::from_secs(10)).success(),
+        "{}",
+        m.log_text()
+    );
+
+    let out = Command::new(env!("CARGO_BIN_EXE_ahead"))
+        .arg("mount")
+        .args([&src.0, &src.0])
+        .args(["--kernel-readahead", "3000"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--kernel-readahead"), "{err}");
+}
+
 fn s3_env(endpoint: &str) -> Vec<(&'static str, String)> {
     vec![
         ("AWS_ACCESS_KEY_ID", ACCESS_KEY.into()),

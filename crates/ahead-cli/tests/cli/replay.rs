@@ -534,12 +534,14 @@ fn a_programs_own_time_and_a_mount_are_in_its_replay() {
     );
     assert!(plain_ms < 100.0, "{plain_ms}");
 
-    // Through a mount: 4 MiB read in order reach the daemon as reads of at most 128 KiB (32
-    // or more), each costing 1-2 ms.
+    // Through a mount whose profile does not say how far the kernel read ahead (the kernel's
+    // default for a FUSE mount, 128 KiB): 4 MiB read in order reach the daemon as reads of at
+    // most 128 KiB (32 or more), each costing 1-2 ms.
     let (mount_ms, v) = modeled_ms(&plain, &["--mount"]);
     assert_eq!(v["mount"]["wait_ns"], 1_000_000);
     assert_eq!(v["mount"]["ahead_ns"], 2_000_000);
-    assert_eq!(v["mount"]["request_pages"], 32);
+    assert_eq!(v["mount"]["readahead_pages"], 32);
+    assert_eq!(v["mount"]["request_pages"], 256);
     assert!(
         mount_ms >= plain_ms + 32.0,
         "{mount_ms} ms against {plain_ms}"
@@ -547,6 +549,23 @@ fn a_programs_own_time_and_a_mount_are_in_its_replay() {
     assert!(
         mount_ms <= plain_ms + 2.0 * 40.0,
         "{mount_ms} ms against {plain_ms}"
+    );
+    // The mount's readahead at 1 MiB (as `ahead mount` sets it as root): 4 and a few of the
+    // kernel's first, smaller reads.
+    let text = std::fs::read_to_string(&profile).unwrap();
+    std::fs::write(
+        &profile,
+        text.replace(
+            r#""fuse_ahead_ns": 2000000"#,
+            r#""fuse_ahead_ns": 2000000, "fuse_readahead_bytes": 1048576"#,
+        ),
+    )
+    .unwrap();
+    let (wide_ms, v) = modeled_ms(&plain, &["--mount"]);
+    assert_eq!(v["mount"]["readahead_pages"], 256);
+    assert!(
+        wide_ms >= plain_ms + 4.0 && wide_ms <= plain_ms + 2.0 * 12.0,
+        "{wide_ms} ms against {plain_ms}"
     );
 
     // A profile with no mount costs (a preset has none), and a time that is not a number.

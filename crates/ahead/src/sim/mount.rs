@@ -2,7 +2,7 @@
 //!
 //! A program reading a FUSE file reads the kernel's page cache of that file; what the cache
 //! lacks the kernel asks the daemon for, in reads it sizes by its own on-demand readahead
-//! (the mount's `max_readahead`) and splits at FUSE's largest request. The daemon's engine
+//! (the mount's `read_ahead_kb`) and splits at FUSE's largest request. The daemon's engine
 //! then reads those, with its own policy, from storage. So a mount is two readaheads in a
 //! row, and the first is the kernel's: this module runs the program's workload through the
 //! simulator's `linux-ondemand` over a cache that holds every file (nothing is evicted in
@@ -24,7 +24,7 @@ use super::*;
 /// How reads through a mount reach the engine, and what each costs beside storage.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MountPath {
-    /// The kernel's readahead on the mount's files (its `max_readahead`), in pages.
+    /// The kernel's readahead on the mount's files (its `read_ahead_kb`), in pages.
     pub readahead_pages: u64,
     /// The largest read FUSE sends the daemon, in pages.
     pub request_pages: u64,

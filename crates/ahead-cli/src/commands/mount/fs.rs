@@ -28,8 +28,14 @@
 //! **The kernel's cache and readahead.** Files are not opened `direct_io`: every read of the
 //! program would then be a round trip through FUSE (a 4 KiB reader pays ~20 us a read), and
 //! mmap would be refused. The kernel's page cache stays in front, and its readahead for the
-//! mount is set to [`KERNEL_READAHEAD_BYTES`] (`max_readahead` at `init`) so that a 4 KiB
-//! reader in order costs one FUSE read per 1 MiB, not per page. It decides no fetch from the
+//! mount is 1 MiB (`--kernel-readahead`), so that a 4 KiB reader in order costs one FUSE read
+//! per 1 MiB, not per page. `max_readahead` at `init` cannot give that: it only lowers the
+//! mount's readahead, which starts at the kernel's default for a new FUSE mount (128 KiB).
+//! The mount's own `read_ahead_kb` (its bdi in sysfs, writable by root) raises it, set once
+//! mounted (`mod.rs`; where it cannot be, the mount says so and reads go through FUSE 128
+//! KiB at a time, 8 round trips to the daemon where one would do). FUSE's largest read, `max_pages`, is negotiated at
+//! `init` from fuser's `max_write` and stops at the kernel's `fuse.max_pages_limit` (1 MiB
+//! by default), so it does not bind first. The kernel's readahead decides no fetch from the
 //! source: a lone random read reaches the engine as its own pages (the kernel reads a miss
 //! with no sequential history as it is), a reader in order as reads of up to 1 MiB in order,
 //! from which the engine's policy sizes every request to storage, and each of those reads is
@@ -175,6 +181,9 @@ pub(crate) struct MountCounters {
     pub(crate) read_errors: AtomicU64,
     /// Opens that found their file opened ahead (a directory's files read in turn).
     pub(crate) opened_ahead: AtomicU64,
+    /// The kernel's readahead on the mount's files as set after mounting (its bdi's
+    /// `read_ahead_kb`), in bytes: the largest read FUSE sends in order. 0 where unknown.
+    pub(crate) kernel_readahead_bytes: AtomicU64,
 }
 
 /// The mounted filesystem.
@@ -548,7 +557,8 @@ pub(crate) fn stats_json(engine: &Engine, counters: &MountCounters, source: &str
 
 impl Filesystem for AheadFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
-        // The kernel may offer less than asked; then its own figure stands.
+        // The kernel offers its default for a new mount (128 KiB) as the most, and keeps the
+        // lesser; the mount's read_ahead_kb, set after this handshake (mod.rs), raises it.
         let _ = config.set_max_readahead(KERNEL_READAHEAD_BYTES);
         Ok(())
     }

@@ -32,6 +32,15 @@ pub(crate) fn cmd_mount(a: MountArgs) -> Result<String, Failure> {
         Some(text) => Some(seconds(text).map_err(|e| usage(format!("--stats-every: {e}")))?),
         None => None,
     };
+    let kernel_readahead = ahead::units::parse_size(&a.kernel_readahead)
+        .map_err(|e| usage(format!("--kernel-readahead: {e}")))?
+        .0;
+    if kernel_readahead % 4096 != 0 || kernel_readahead > 1 << 30 {
+        return Err(usage(format!(
+            "--kernel-readahead: {} is not a whole number of 4 KiB pages up to 1 GiB",
+            a.kernel_readahead
+        )));
+    }
     if !a.mountpoint.is_dir() {
         return Err(usage(format!(
             "{}: the mountpoint must be an existing directory",
@@ -93,8 +102,27 @@ pub(crate) fn cmd_mount(a: MountArgs) -> Result<String, Failure> {
     let filesystem = AheadFs::new(engine.clone(), root, manifest);
     let counters = filesystem.counters.clone();
     let threads = a.threads.unwrap_or(SESSION_THREADS).max(1);
-    let (session, notes) = mount(filesystem, &a, threads)?;
+    // Named before mounting: once mounted, resolving the path would ask the session, which
+    // does not run yet.
+    let mountpoint_path = a
+        .mountpoint
+        .canonicalize()
+        .map_err(|e| usage(format!("{}: {e}", a.mountpoint.display())))?;
+    let (session, mut notes) = mount(filesystem, &a, threads)?;
     let mut session = session;
+    let wanted = (kernel_readahead > 0).then_some(kernel_readahead);
+    match mount_readahead(&mountpoint_path, wanted) {
+        Ok(bytes) => counters
+            .kernel_readahead_bytes
+            .store(bytes, std::sync::atomic::Ordering::Relaxed),
+        Err(e) => notes.push(format!(
+            "the kernel reads this mount's files ahead at its default for a FUSE mount (128 KiB, one FUSE read each){}: {e}",
+            match wanted {
+                Some(bytes) => format!(" rather than {} KiB", bytes >> 10),
+                None => String::new(),
+            }
+        )),
+    }
     for note in notes {
         eprintln!("ahead mount: {note}");
     }
@@ -230,6 +258,61 @@ fn mount(
             }
         ))),
     }
+}
+
+/// Set the kernel's readahead on the FUSE mount at `mountpoint` (a canonical path) to
+/// `bytes` if given, through its bdi's `read_ahead_kb`, and give what the kernel then holds.
+/// `max_readahead` at FUSE's `init` can only lower it from the kernel's 128 KiB (fs.rs).
+/// The mount is found in /proc/self/mountinfo, so nothing here asks the FUSE session.
+fn mount_readahead(mountpoint: &std::path::Path, bytes: Option<u64>) -> Result<u64, String> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("/proc/self/mountinfo: {e}"))?;
+    let wanted = mountpoint.to_string_lossy();
+    // Fields: id, parent, major:minor, root, mount point (spaces as \040), ...; " - ", type.
+    // The last such line is the mount on top.
+    let device = mountinfo
+        .lines()
+        .rev()
+        .find(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let fs_type = line.split(" - ").nth(1).and_then(|t| t.split(' ').next());
+            fields.len() > 4
+                && unescape_mountinfo(fields[4]) == wanted
+                && fs_type.is_some_and(|t| t.starts_with("fuse"))
+        })
+        .and_then(|line| line.split(' ').nth(2))
+        .ok_or_else(|| format!("{wanted} is not in /proc/self/mountinfo as a FUSE mount"))?
+        .to_string();
+    let path = format!("/sys/class/bdi/{device}/read_ahead_kb");
+    if let Some(bytes) = bytes {
+        std::fs::write(&path, format!("{}\n", bytes >> 10)).map_err(|e| format!("{path}: {e}"))?;
+    }
+    let held = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
+    let kib: u64 = held
+        .trim()
+        .parse()
+        .map_err(|_| format!("{path}: {held:?} is not a number"))?;
+    Ok(kib << 10)
+}
+
+/// A mount point as /proc/self/mountinfo writes it, with its octal escapes (`\040`) undone.
+fn unescape_mountinfo(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|digits| digits[0] <= b'3' && digits.iter().all(|b| (b'0'..=b'7').contains(b)));
+        if let (b'\\', Some(digits)) = (bytes[i], octal) {
+            out.push((digits[0] - b'0') * 64 + (digits[1] - b'0') * 8 + (digits[2] - b'0'));
+            i += 4;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Unmount `mountpoint` lazily (readers in flight get an error, none hangs) if it is still
