@@ -323,6 +323,17 @@ fn a_directorys_files_read_in_turn_are_opened_ahead_byte_for_byte() {
     let dir = m.path("shards");
     let listed = std::fs::read_dir(&dir).unwrap().count();
     assert_eq!(listed, 13);
+    // Every file opened at once, in the listing's order, then read at random: not read in
+    // turn, so nothing is opened ahead (each first window would be fetched for nothing).
+    let held: Vec<std::fs::File> = files
+        .iter()
+        .map(|(name, _)| std::fs::File::open(dir.join(name)).unwrap())
+        .collect();
+    for i in [7, 1, 10, 4] {
+        assert!(pread(&held[i], 4096, 4096).unwrap() == files[i].1[4096..8192]);
+    }
+    drop(held);
+    assert_eq!(mount_counters(&m)["opened_ahead"], 0);
     for (name, bytes) in &files {
         assert!(std::fs::read(dir.join(name)).unwrap() == *bytes, "{name}");
     }

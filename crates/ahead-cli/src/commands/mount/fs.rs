@@ -17,13 +17,16 @@
 //! (`tar -c`, `cp -r`, a loader of shards) pays, per file, an open and a first read's round
 //! trip before any policy has seen it: readahead within a file cannot reach the next. Once two
 //! files of a directory have been opened one after the other in its listing's order (by any
-//! program), the rest of the listing's files are opened ahead through
+//! program), the first read from before the second was opened, the rest of the listing's
+//! files are opened ahead through
 //! [`Engine::open_many`] (up to its `OPENS_AHEAD` ahead, each asked for its first bytes within
 //! the readahead half of the budget), and the next open of the file expected takes it from
 //! there. An open of any other file of the directory drops the files opened ahead (their
-//! pages stay cached under the budget). A file opened ahead is pinned when opened ahead; one
-//! whose version or size is not the listing's is not used (the open is made anew, pinned to
-//! the listing's version as every open is).
+//! pages stay cached under the budget). A program that opens many files at once in the
+//! listing's order and reads them later, at random, opens nothing ahead: its opens are not
+//! reads in turn, and the first bytes of each would be fetched for nothing. A file opened
+//! ahead is pinned when opened ahead; one whose version or size is not the listing's is not
+//! used (the open is made anew, pinned to the listing's version as every open is).
 //!
 //! **The kernel's cache and readahead.** Files are not opened `direct_io`: every read of the
 //! program would then be a round trip through FUSE (a 4 KiB reader pays ~20 us a read), and
@@ -51,7 +54,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{OsStr, OsString};
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -165,8 +168,19 @@ impl Names {
 struct InTurn {
     /// The listing's place of the file opened last.
     last: Option<usize>,
+    /// Whether that open has been read from (its handle sets it at its first read).
+    last_read: Arc<AtomicBool>,
     /// The listing's files after it, being opened ahead, and their inodes in that order.
     ahead: Option<(OpenMany, VecDeque<u64>)>,
+}
+
+/// An open file of the mount.
+#[derive(Clone)]
+struct Handle {
+    file: Arc<File>,
+    /// Set at the handle's first read: its directory's [`InTurn::last_read`] while it is the
+    /// last file opened there.
+    read: Arc<AtomicBool>,
 }
 
 /// What the mount counts beside the engine's statistics.
@@ -196,7 +210,7 @@ pub(crate) struct AheadFs {
     /// The source's root as given (`s3://bucket/prefix/`, a local directory).
     root_name: String,
     names: Mutex<Names>,
-    files: Mutex<HashMap<u64, Arc<File>>>,
+    files: Mutex<HashMap<u64, Handle>>,
     dirs: Mutex<HashMap<u64, Children>>,
     /// Each directory's files as programs open them: see "Files read in turn" above.
     in_turn: Mutex<HashMap<u64, Arc<Mutex<InTurn>>>>,
@@ -432,9 +446,10 @@ impl AheadFs {
     }
 
     /// `ino`'s file if it was opened ahead as the next of its directory's files read in turn;
-    /// and, where this open is the second of two in the listing's order, the rest opened
-    /// ahead from here (see the module comment). None: open it as usual.
-    fn open_in_turn(&self, ino: u64, entry: &Entry) -> Option<File> {
+    /// and, where this open is the second of two in the listing's order and the first was
+    /// read from before it, the rest opened ahead from here (see the module comment). None:
+    /// open it as usual. `read` is the new handle's flag of its first read.
+    fn open_in_turn(&self, ino: u64, entry: &Entry, read: &Arc<AtomicBool>) -> Option<File> {
         let (dir, children) = self.parent_listing(entry)?;
         let place = children.iter().position(|&(_, i)| i == ino)?;
         let state = self
@@ -455,8 +470,12 @@ impl AheadFs {
                 state.ahead = None;
             }
         }
-        let in_order = state.last.is_some_and(|last| last + 1 == place);
+        // Opened one after the other and read in turn: a program holding many files open at
+        // once (opened in the listing's order, read later, at random) opens nothing ahead.
+        let in_order = state.last.is_some_and(|last| last + 1 == place)
+            && state.last_read.load(Ordering::Relaxed);
         state.last = Some(place);
+        state.last_read = read.clone();
         if in_order && state.ahead.is_none() {
             let rest: Vec<(String, u64)> = {
                 let names = self.names.lock().unwrap_or_else(|e| e.into_inner());
@@ -618,7 +637,8 @@ impl Filesystem for AheadFs {
             return reply.error(Errno::ENOENT);
         };
         self.counters.opens.fetch_add(1, Ordering::Relaxed);
-        let opened = match self.open_in_turn(ino, &entry) {
+        let read = Arc::new(AtomicBool::new(false));
+        let opened = match self.open_in_turn(ino, &entry, &read) {
             Some(file) => {
                 self.counters.opened_ahead.fetch_add(1, Ordering::Relaxed);
                 Ok(file)
@@ -628,10 +648,13 @@ impl Filesystem for AheadFs {
         match opened {
             Ok(file) => {
                 let fh = self.next_handle.fetch_add(1, Ordering::Relaxed);
-                self.files
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(fh, Arc::new(file));
+                self.files.lock().unwrap_or_else(|e| e.into_inner()).insert(
+                    fh,
+                    Handle {
+                        file: Arc::new(file),
+                        read,
+                    },
+                );
                 self.counters.open_handles.fetch_add(1, Ordering::Relaxed);
                 reply.opened(FileHandle(fh), FopenFlags::empty())
             }
@@ -660,15 +683,16 @@ impl Filesystem for AheadFs {
             let to = (from + size as usize).min(bytes.len());
             return reply.data(&bytes[from..to]);
         }
-        let file = self
+        let handle = self
             .files
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&u64::from(fh))
             .cloned();
-        let Some(file) = file else {
+        let Some(Handle { file, read }) = handle else {
             return reply.error(Errno::EBADF);
         };
+        read.store(true, Ordering::Relaxed);
         self.counters.reads.fetch_add(1, Ordering::Relaxed);
         match self.read_file(&file, offset, size as usize) {
             Ok(bytes) => {
