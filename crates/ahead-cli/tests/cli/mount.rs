@@ -132,6 +132,20 @@ impl Drop for Mounted {
     }
 }
 
+/// The mount's statistics as `ahead stats --json` gives them.
+fn stats_of(m: &Mounted) -> serde_json::Value {
+    let stats = run(
+        env!("CARGO_BIN_EXE_ahead"),
+        &["stats", m.dir.to_str().unwrap(), "--json"],
+    );
+    serde_json::from_slice(&stats.stdout).unwrap()
+}
+
+/// The mount's own counters (the `mount` part of its statistics).
+fn mount_counters(m: &Mounted) -> serde_json::Value {
+    stats_of(m)["mount"].clone()
+}
+
 fn run(program: &str, args: &[&str]) -> std::process::Output {
     let out = Command::new(program)
         .args(args)
@@ -269,11 +283,7 @@ fn a_local_directory_reads_as_its_files_through_cat_dd_cmp_python_sqlite3_and_th
     assert!(write.is_err(), "a write open was taken");
     assert!(std::fs::write(m.path("new"), b"x").is_err());
     // its statistics
-    let stats = run(
-        env!("CARGO_BIN_EXE_ahead"),
-        &["stats", m.dir.to_str().unwrap(), "--json"],
-    );
-    let v: serde_json::Value = serde_json::from_slice(&stats.stdout).unwrap();
+    let v = stats_of(&m);
     assert!(
         v["engine"]["pages_read"].as_u64().unwrap() >= (24 << 20) / 4096,
         "{v}"
@@ -298,7 +308,6 @@ fn a_local_directory_reads_as_its_files_through_cat_dd_cmp_python_sqlite3_and_th
     assert!(m.log_text().contains("unmounted"), "{}", m.log_text());
 }
 
-/// The environment that points the engine at the gateway at `endpoint`.
 /// A directory's files read one after another in its listing's order are opened ahead
 /// (counted as `opened_ahead`), every byte the file's; reads out of that order, and a
 /// directory among the files, change no byte.
@@ -344,11 +353,7 @@ fn a_directorys_files_read_in_turn_are_opened_ahead_byte_for_byte() {
             "{name} again"
         );
     }
-    let stats = run(
-        env!("CARGO_BIN_EXE_ahead"),
-        &["stats", m.dir.to_str().unwrap(), "--json"],
-    );
-    let v: serde_json::Value = serde_json::from_slice(&stats.stdout).unwrap();
+    let v = stats_of(&m);
     let ahead = v["mount"]["opened_ahead"].as_u64().unwrap();
     assert!(ahead >= 9, "{ahead} of the 12 in turn opened ahead: {v}");
     assert_eq!(v["mount"]["read_errors"], 0, "{v}");
@@ -357,16 +362,6 @@ fn a_directorys_files_read_in_turn_are_opened_ahead_byte_for_byte() {
         "{}",
         m.log_text()
     );
-}
-
-/// The mount's counters as `ahead stats --json` gives them.
-fn mount_counters(m: &Mounted) -> serde_json::Value {
-    let stats = run(
-        env!("CARGO_BIN_EXE_ahead"),
-        &["stats", m.dir.to_str().unwrap(), "--json"],
-    );
-    let v: serde_json::Value = serde_json::from_slice(&stats.stdout).unwrap();
-    v["mount"].clone()
 }
 
 /// FUSE reads a 4 KiB reader in order sends for `path`, whose bytes must be `bytes`.
@@ -447,6 +442,7 @@ fn the_kernel_reads_ahead_1_mib_a_fuse_read_or_its_own_128_kib_when_told() {
     assert!(err.contains("--kernel-readahead"), "{err}");
 }
 
+/// The environment that points the engine at the gateway at `endpoint`.
 fn s3_env(endpoint: &str) -> Vec<(&'static str, String)> {
     vec![
         ("AWS_ACCESS_KEY_ID", ACCESS_KEY.into()),

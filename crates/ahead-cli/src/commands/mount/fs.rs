@@ -18,10 +18,9 @@
 //! trip before any policy has seen it: readahead within a file cannot reach the next. Once two
 //! files of a directory have been opened one after the other in its listing's order (by any
 //! program), the first read from before the second was opened, the rest of the listing's
-//! files are opened ahead through
-//! [`Engine::open_many`] (up to its `OPENS_AHEAD` ahead, each asked for its first bytes within
-//! the readahead half of the budget), and the next open of the file expected takes it from
-//! there. An open of any other file of the directory drops the files opened ahead (their
+//! files are opened ahead through [`Engine::open_many`] (up to its `OPENS_AHEAD` ahead, each
+//! asked for its first bytes within the readahead half of the budget), and the next open of
+//! the file expected takes it from there. An open of any other file of the directory drops the files opened ahead (their
 //! pages stay cached under the budget). A program that opens many files at once in the
 //! listing's order and reads them later, at random, opens nothing ahead: its opens are not
 //! reads in turn, and the first bytes of each would be fetched for nothing. A file opened
@@ -36,9 +35,9 @@
 //! mount's readahead, which starts at the kernel's default for a new FUSE mount (128 KiB).
 //! The mount's own `read_ahead_kb` (its bdi in sysfs, writable by root) raises it, set once
 //! mounted (`mod.rs`; where it cannot be, the mount says so and reads go through FUSE 128
-//! KiB at a time, 8 round trips to the daemon where one would do). FUSE's largest read, `max_pages`, is negotiated at
-//! `init` from fuser's `max_write` and stops at the kernel's `fuse.max_pages_limit` (1 MiB
-//! by default), so it does not bind first. The kernel's readahead decides no fetch from the
+//! KiB at a time, 8 round trips to the daemon where one would do). FUSE's largest read,
+//! `max_pages`, is negotiated at `init` from fuser's `max_write` and stops at the kernel's
+//! `fuse.max_pages_limit` (1 MiB by default), so it does not bind first. The kernel's readahead decides no fetch from the
 //! source: a lone random read reaches the engine as its own pages (the kernel reads a miss
 //! with no sequential history as it is), a reader in order as reads of up to 1 MiB in order,
 //! from which the engine's policy sizes every request to storage, and each of those reads is

@@ -35,7 +35,7 @@ pub(crate) fn cmd_mount(a: MountArgs) -> Result<String, Failure> {
     let kernel_readahead = ahead::units::parse_size(&a.kernel_readahead)
         .map_err(|e| usage(format!("--kernel-readahead: {e}")))?
         .0;
-    if kernel_readahead % 4096 != 0 || kernel_readahead > 1 << 30 {
+    if kernel_readahead % ahead::PAGE_SIZE != 0 || kernel_readahead > 1 << 30 {
         return Err(usage(format!(
             "--kernel-readahead: {} is not a whole number of 4 KiB pages up to 1 GiB",
             a.kernel_readahead
@@ -116,7 +116,8 @@ pub(crate) fn cmd_mount(a: MountArgs) -> Result<String, Failure> {
             .kernel_readahead_bytes
             .store(bytes, std::sync::atomic::Ordering::Relaxed),
         Err(e) => notes.push(format!(
-            "the kernel reads this mount's files ahead at its default for a FUSE mount (128 KiB, one FUSE read each){}: {e}",
+            "the kernel reads this mount's files ahead at its default for a FUSE mount ({} KiB, one FUSE read each){}: {e}",
+            crate::commands::FUSE_DEFAULT_READAHEAD_BYTES >> 10,
             match wanted {
                 Some(bytes) => format!(" rather than {} KiB", bytes >> 10),
                 None => String::new(),
