@@ -176,6 +176,56 @@ def test_a_projection_of_one_row_group_reads_its_chunks_and_a_full_scan_reads_ah
     assert engine.stats()["ahead_requests"] > 0, engine.stats()
 
 
+def test_files_read_in_turn_for_the_same_columns_get_them_asked_for_from_the_footer(tmp_path, s3):
+    """Files of one schema read in turn, as a Dask worker reads its partitions (an open each,
+    pyarrow's pre-buffered reads): from the second on, the columns the last file was read for
+    are asked for as soon as the footer is read, one read ahead each, and nothing more is read
+    than without the guess. A reader that changes its columns costs one file's guess, then
+    guesses only what the last two files agree on; footers read alone cost at most two."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    path = tmp_path / "part.parquet"
+    table = int_columns(path, 50_000, 50_000)
+    meta = pq.read_metadata(path)
+    chunk = {c: meta.row_group(0).column(c).total_compressed_size for c in range(20)}
+    keys = [f"{BUCKET}/turns/part-{i}.parquet" for i in range(9)]
+    for key in keys:
+        s3.put(key.split("/", 1)[1], path.read_bytes())
+    engine = ahead.Engine(budget="256m", storage_options=s3.options)
+    fs = AheadFileSystem(target_protocol="s3", engine=engine)
+
+    def read(key, picked):
+        """(read ahead requests, bytes fetched) of one file read for `picked`."""
+        with fs.open(key, "rb", cache_type="none") as f:
+            got = pq.ParquetFile(f, pre_buffer=True).read(columns=picked, use_threads=False)
+            stats = f.stats()
+        assert got.equals(table.select(picked))
+        return stats["ahead_requests"], stats["pages_read"] * 4096
+
+    def fetched_at_most(picked):
+        """The chunks of `picked` and the footer's read, rounded to pages."""
+        return sum(chunk[int(c[1:])] for c in picked) + 64 * 1024 + 4096 * (len(picked) + 1)
+    three, one = ["c2", "c9", "c17"], ["c4"]
+    first = read(keys[0], three)
+    assert first[0] == 0 and first[1] <= fetched_at_most(three), first
+    for key in keys[1:3]:
+        asked, fetched = read(key, three)
+        assert asked == 3 and fetched == first[1], (key, asked, fetched, first)
+    # Other columns: the guess of the last file's three is read for nothing, once.
+    asked, fetched = read(keys[3], one)
+    assert asked == 3 and fetched <= fetched_at_most(one) + fetched_at_most(three), (asked, fetched)
+    asked, fetched = read(keys[4], one)  # the last two disagree: no guess
+    assert asked == 0 and fetched <= fetched_at_most(one), (asked, fetched)
+    asked, fetched = read(keys[5], one)  # they agree again
+    assert asked == 1 and fetched <= fetched_at_most(one), (asked, fetched)
+    # Footers alone (a metadata scan): two guesses unread, then none.
+    guessed = []
+    for key in keys[6:9]:
+        with fs.open(key, "rb", cache_type="none") as f:
+            assert pq.ParquetFile(f).metadata.num_columns == 20
+            guessed.append(f.stats()["ahead_requests"])
+    assert guessed == [1, 1, 0], guessed
+
+
 def test_an_open_after_a_stat_is_pinned_to_what_the_stat_saw(s3):
     """pyarrow asks `info`, then opens: the open reuses the stat (no second round trip), and an
     object changed in between is an error on read, never the other version's bytes."""

@@ -160,6 +160,76 @@ fn every_byte_equals_the_objects_over_s3_for_random_patterns_and_threads() {
     assert!(refused.to_string().contains("split_ahead"), "{refused}");
 }
 
+/// The open fetches an object's last bytes with its metadata (one GET for both): a reader of
+/// a footer (a Parquet file's last 64 KiB) reads it without a second round trip. Objects of
+/// every size around that tail (none, smaller, exactly, larger) read byte for byte, whether
+/// the first read is the tail, the start, or the whole; an object that changed since its open
+/// is still read as opened.
+#[test]
+fn an_objects_last_bytes_come_with_its_open() {
+    let Some(gw) = gateway() else { return };
+    let Some(toxi) = need(servers::toxiproxy()) else {
+        return;
+    };
+    let tail = (64 << 10) + 4096;
+    for (i, size) in [0, 1, 4095, 4096, tail - 1, tail, tail + 1, 300_000, 1 << 20]
+        .into_iter()
+        .enumerate()
+    {
+        let bytes = common::content(size, 500 + i as u64);
+        put(&gw.url(), &format!("tails/{size}.bin"), &bytes);
+        let url = format!("s3://{BUCKET}/tails/{size}.bin");
+        let engine = s3_engine(&gw.url(), "adaptive", 8 << 20, &[]);
+        let footer = size.saturating_sub(64 << 10);
+        for first in [footer, 0, size / 3] {
+            let file = engine.open(&url).unwrap();
+            assert_eq!(file.len(), size as u64);
+            let got = read_full(&file, first as u64, size - first + 1).unwrap();
+            assert!(got == bytes[first..], "{size} bytes, first read at {first}");
+            assert!(read_full(&file, 0, size).unwrap() == bytes, "{size} bytes");
+        }
+    }
+    // The opened version's tail, though the object changed since.
+    let size = 1 << 20;
+    put(&gw.url(), "tails/changed.bin", &common::content(size, 1));
+    let engine = s3_engine(&gw.url(), "none", 8 << 20, &[]);
+    let file = engine
+        .open(format!("s3://{BUCKET}/tails/changed.bin"))
+        .unwrap();
+    put(&gw.url(), "tails/changed.bin", &common::content(size, 2));
+    assert!(
+        read_full(&file, size as u64 - 100, 100).unwrap() == common::content(size, 1)[size - 100..]
+    );
+    let err = read_full(&file, 0, 4096).unwrap_err();
+    assert!(
+        err.to_string().contains("changed since it was opened"),
+        "{err}"
+    );
+    // At 20 ms each way: opening and reading the footer is one round trip; opening and
+    // reading the start, two (the fastest of three of each, against a loaded machine).
+    let proxy = toxi.proxy("tails", gw.addr);
+    toxi.latency_each_way(&proxy, 20);
+    let url = format!("s3://{BUCKET}/tails/{size}.bin", size = 1 << 20);
+    let fastest = |at: u64| {
+        (0..3)
+            .map(|_| {
+                // An engine of its own each time: none has the object cached.
+                let engine = s3_engine(&proxy.url(), "none", 8 << 20, &[]);
+                let t = Instant::now();
+                let file = engine.open(&url).unwrap();
+                read_full(&file, at, 64 << 10).unwrap();
+                t.elapsed()
+            })
+            .min()
+            .unwrap()
+    };
+    let (footer, start) = (fastest((1 << 20) - (64 << 10)), fastest(0));
+    assert!(
+        footer < Duration::from_millis(70) && start >= Duration::from_millis(80),
+        "open and footer {footer:?}, open and start {start:?}"
+    );
+}
+
 #[test]
 fn faults_through_the_proxy_change_no_byte_and_lose_no_read() {
     let Some(gw) = gateway() else { return };

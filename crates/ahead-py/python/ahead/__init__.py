@@ -35,7 +35,7 @@ import weakref
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from . import _ahead
-from ._formats import ParquetReadahead
+from ._formats import ParquetReadahead, Projections
 
 __all__ = ["Engine", "File", "UnpinnedWarning", "open", "default_engine", "sim", "replay", "policies", "readers",
            "reader_reads"]
@@ -172,11 +172,13 @@ class Engine:
 
 class _Indexes:
     """Format indexes (Parquet footers) read through an engine's files, by (name, size): the
-    last 64, so a reopen finds what the first open read."""
+    last 64, so a reopen finds what the first open read; and the columns each schema's files
+    were read for (``projections``)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._known: "Dict[Any, ParquetReadahead]" = {}
+        self.projections = Projections()
 
     def get(self, key):
         with self._lock:
@@ -259,7 +261,13 @@ class File(io.RawIOBase):
                 self._ahead_limit = 0  # not a format with an index: stop looking
             elif self._indexes is not None:
                 self._indexes.remember((self.name, self._size), self._format)
+                # The columns this file's schema was last read for, asked for now (_formats).
+                guess = self._indexes.projections.guess(self._format)
+                if guess:
+                    for start, length in self._format.ask_columns(guess, self._ahead_limit):
+                        self._raw.advise("willneed", start, length)
             return
+        self._format.note_read(offset, len(data))
         if offset in self._format.chunks:
             self._chunk_read_end = offset + len(data)
         for start, length in self._format.to_ask(offset, self._ahead_limit):

@@ -22,8 +22,15 @@
 //! ahead fell from 4 parts to 1. The floor is the least wait of the last [`FLOOR_GETS`] GETs:
 //! one GET in that many that finds the link idle keeps it, and a link slower for good is
 //! followed once that many GETs have waited longer.
+//!
+//! A read ahead that finds the link quiet (fewer than [`QUIET_GETS`] GETs in flight) is split
+//! as a read its reader waits for (`waiting_parts`): nothing else fills the link, and the
+//! reader's next reads are what it holds (a Parquet reader's column chunks, asked for at once
+//! from the footer, each read in turn as soon as it lands). Behind a window of GETs already in
+//! flight, parts of a few waits keep the link as full with fewer requests.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::read::{MOST_PARTS, PART_BYTES};
@@ -45,10 +52,25 @@ const NEWEST_WEIGHT: f64 = 0.125;
 /// The link's wait is the least of this many GETs' latest.
 const FLOOR_GETS: usize = 64;
 
+/// Fewer GETs in flight than this, on all the store's objects, and the link is quiet: a read
+/// ahead goes in the parts a waited-for read would.
+pub(super) const QUIET_GETS: usize = MOST_PARTS as usize;
+
 /// One store's connections, as measured.
 #[derive(Debug, Default)]
 pub(crate) struct LinkRate {
     measured: Mutex<Measured>,
+    /// GETs sent and not yet done.
+    in_flight: AtomicUsize,
+}
+
+/// One GET in flight on a link, until dropped.
+pub(super) struct InFlight(Arc<LinkRate>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 #[derive(Debug)]
@@ -136,6 +158,23 @@ impl LinkRate {
             Some(part) => (bytes / part).clamp(1, MOST_PARTS),
             None => 1,
         }
+    }
+
+    /// How many parallel GETs a read ahead of `bytes` goes as now: as a waited-for read while
+    /// the link is quiet, else [`Self::ahead_parts`].
+    pub(super) fn ahead_parts_now(&self, bytes: u64) -> u64 {
+        let ahead = self.ahead_parts(bytes);
+        if self.in_flight.load(Ordering::Relaxed) < QUIET_GETS {
+            ahead.max(self.waiting_parts(bytes))
+        } else {
+            ahead
+        }
+    }
+
+    /// A GET sent on this link: in flight until the guard is dropped.
+    pub(super) fn sending(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(self.clone())
     }
 }
 
@@ -227,6 +266,22 @@ mod tests {
         assert_eq!(link.ahead_parts(8 * MIB), 4);
         busy(&link, 1);
         assert_eq!(link.ahead_parts(8 * MIB), 1);
+    }
+
+    /// A 3.6 MB read ahead (a Parquet column chunk asked for from the footer) on a capped
+    /// link: in a waited read's parts while the link is quiet, in a read ahead's behind a
+    /// window of GETs in flight.
+    #[test]
+    fn a_read_ahead_on_a_quiet_link_is_split_as_a_waited_read() {
+        let link = Arc::new(link(40, 26));
+        let chunk = 3_600_000;
+        assert_eq!(link.ahead_parts(chunk), 1);
+        assert_eq!(link.ahead_parts_now(chunk), 3);
+        let busy: Vec<InFlight> = (0..QUIET_GETS).map(|_| link.sending()).collect();
+        assert_eq!(link.ahead_parts_now(chunk), 1);
+        drop(busy);
+        assert_eq!(link.ahead_parts_now(chunk), 3);
+        assert_eq!(link.in_flight.load(Ordering::Relaxed), 0);
     }
 
     #[test]

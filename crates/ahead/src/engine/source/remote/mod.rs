@@ -13,8 +13,9 @@
 //! of an object store; from the first GETs on, the meter measures latency to first byte and
 //! bandwidth, and `adaptive` keeps latency x bandwidth in flight (see `engine/meter.rs`).
 //!
-//! **Pinned to what was opened.** Opening asks the store for the object's metadata (a HEAD):
-//! its size, and its ETag (or, where the store gives none, its Last-Modified). Every GET then
+//! **Pinned to what was opened.** Opening asks the store for the object's metadata (with its
+//! last bytes, one GET; else a HEAD): its size, and its ETag (or, where the store gives none,
+//! its Last-Modified). Every GET then
 //! carries `If-Match` with that ETag (or `If-Unmodified-Since` with that time), and every
 //! answer's ETag (or Last-Modified) and size must be the opened ones, so a changed object fails
 //! the next read with a clear error instead of mixing two versions in the cache. A server that
@@ -166,7 +167,7 @@ pub(crate) fn open_known(info: &Entry, settings: &OpenSettings) -> io::Result<Op
     let url = parsed(Path::new(&info.name), false)?;
     let reading = Reading::of(Path::new(&url.shown), settings.remote_options)?;
     let (store, location, link) = store_and_location(&url, settings.remote_options)?;
-    Ok(opened(info, store, location, reading, link))
+    Ok(opened(info, store, location, reading, link, None))
 }
 
 /// Open `location` in `store` as `name`: one HEAD for its size and version.
@@ -187,11 +188,56 @@ fn open_object_as(
     reading: Reading,
     link: Arc<LinkRate>,
 ) -> io::Result<Opened> {
-    let meta = runtime()?
+    let runtime = runtime()?;
+    // The metadata comes with the object's last bytes (one GET for the last TAIL_BYTES, whose
+    // answer names the version and the whole size): a reader of a format indexed at its end
+    // (Parquet, ORC, a zip) reads them first and waits no second round trip, and an object
+    // that small is read whole. A server that cannot answer such a range (an empty object;
+    // one that sends the whole body) gets a HEAD, as do opens past the tails' memory.
+    if let Some(held) = TailHeld::reserve() {
+        match runtime.block_on(tail_of(&store, &location)) {
+            Ok((meta, start, bytes)) => {
+                let info = object(name.to_string_lossy().into_owned(), &meta);
+                let tail = Tail {
+                    start,
+                    bytes,
+                    _held: held,
+                };
+                return Ok(opened(&info, store, location, reading, link, Some(tail)));
+            }
+            Err(e @ object_store::Error::NotFound { .. }) => {
+                return Err(store_error(&name, "cannot open it", e))
+            }
+            Err(_) => {}
+        }
+    }
+    let meta = runtime
         .block_on(store.head(&location))
         .map_err(|e| store_error(&name, "cannot open it", e))?;
     let info = object(name.to_string_lossy().into_owned(), &meta);
-    Ok(opened(&info, store, location, reading, link))
+    Ok(opened(&info, store, location, reading, link, None))
+}
+
+/// The object's metadata and its last [`TAIL_BYTES`] (all of it if smaller), from where they
+/// start: one GET.
+async fn tail_of(
+    store: &Arc<dyn ObjectStore>,
+    location: &ObjectPath,
+) -> object_store::Result<(ObjectMeta, u64, bytes::Bytes)> {
+    let options = GetOptions {
+        range: Some(GetRange::Suffix(TAIL_BYTES)),
+        ..GetOptions::default()
+    };
+    let got = store.get_opts(location, options).await?;
+    let (meta, range) = (got.meta.clone(), got.range.clone());
+    let bytes = got.bytes().await?;
+    if bytes.len() as u64 != range.end - range.start || range.end != meta.size {
+        return Err(object_store::Error::Generic {
+            store: "ahead",
+            source: "the tail's answer is not the range it names".into(),
+        });
+    }
+    Ok((meta, range.start, bytes))
 }
 
 /// The object `info` describes, pinned to that version: its size and ETag (a GET's
@@ -203,6 +249,7 @@ fn opened(
     location: ObjectPath,
     reading: Reading,
     link: Arc<LinkRate>,
+    tail: Option<Tail>,
 ) -> Opened {
     // An empty ETag (as a listing may give, or a caller pass on) pins nothing: none.
     let info = &Entry {
@@ -254,6 +301,7 @@ fn opened(
             unpinned,
             reading,
             link,
+            tail: Mutex::new(tail),
         }),
         notes,
     }

@@ -1,6 +1,8 @@
 //! Ranged reads: one object, pinned to the version opened, read in GETs (a reader's wait
 //! split into parallel parts), every answer checked against the version and size opened.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use super::*;
 
 /// One object, pinned to the version opened.
@@ -18,6 +20,48 @@ pub(super) struct RemoteSource {
     pub(super) reading: Reading,
     /// What its store's connections give, measured on every GET.
     pub(super) link: Arc<LinkRate>,
+    /// The object's last bytes, fetched by the GET that opened it: the first read takes
+    /// them, and is answered from them if it lies within (see `open_object_as`).
+    pub(super) tail: Mutex<Option<Tail>>,
+}
+
+/// How many of an object's last bytes the open fetches: pyarrow's first read of a Parquet
+/// file (its footer, the last 64 KiB) in whole pages, or all of a smaller object.
+pub(super) const TAIL_BYTES: u64 = (64 << 10) + PAGE_SIZE;
+
+/// The most bytes of tails held, by all objects opened and not yet read (outside the
+/// engine's budget); past it, an open asks for the metadata alone (a HEAD).
+const MOST_TAIL_BYTES_HELD: u64 = 4 << 20;
+
+/// Bytes of tails held now, in the whole process.
+static TAIL_BYTES_HELD: AtomicU64 = AtomicU64::new(0);
+
+/// An object's last bytes, `bytes` from byte `start` on, of the version opened.
+pub(super) struct Tail {
+    pub(super) start: u64,
+    pub(super) bytes: bytes::Bytes,
+    pub(super) _held: TailHeld,
+}
+
+/// [`TAIL_BYTES`] counted in [`TAIL_BYTES_HELD`] until dropped.
+pub(super) struct TailHeld(());
+
+impl TailHeld {
+    /// Room for a tail, if the tails held leave it.
+    pub(super) fn reserve() -> Option<TailHeld> {
+        TAIL_BYTES_HELD
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                (held + TAIL_BYTES <= MOST_TAIL_BYTES_HELD).then_some(held + TAIL_BYTES)
+            })
+            .ok()
+            .map(|_| TailHeld(()))
+    }
+}
+
+impl Drop for TailHeld {
+    fn drop(&mut self) {
+        TAIL_BYTES_HELD.fetch_sub(TAIL_BYTES, Ordering::Relaxed);
+    }
 }
 
 /// What a GET's task hands the waiting thread, in order: the version answered, then the body.
@@ -52,6 +96,26 @@ pub(super) fn parts(bytes: u64) -> u64 {
 }
 
 impl RemoteSource {
+    /// Bytes `[start, end)` handed to `sink` (at their offset from `start`) from the tail the
+    /// open fetched, if it lies within it; the tail is dropped by the first read either way
+    /// (a reader that starts elsewhere reads on from there).
+    fn read_from_tail(
+        &self,
+        start: u64,
+        end: u64,
+        sink: &mut dyn FnMut(u64, &[u8]),
+    ) -> Option<usize> {
+        let tail = self.tail.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+        let tail_end = tail.start + tail.bytes.len() as u64;
+        (start >= tail.start && end <= tail_end).then(|| {
+            sink(
+                0,
+                &tail.bytes[(start - tail.start) as usize..(end - tail.start) as usize],
+            );
+            (end - start) as usize
+        })
+    }
+
     /// Whether an answer of `size` bytes with `e_tag` and `last_modified_ns` is of another
     /// version than the one opened: its size, or its ETag where both have one, or else its
     /// Last-Modified where both have one (an answer without the ETag its listing gave is
@@ -112,7 +176,9 @@ impl RemoteSource {
             };
             let (store, location) = (self.store.clone(), self.location.clone());
             let (pieces, link) = (pieces.clone(), self.link.clone());
+            let in_flight = self.link.sending();
             runtime()?.spawn(async move {
+                let _in_flight = in_flight;
                 use futures_util::StreamExt;
                 let sent = std::time::Instant::now();
                 let got = match store.get_opts(&location, options).await {
@@ -231,19 +297,28 @@ impl Source for RemoteSource {
         if end <= start {
             return Ok(0);
         }
+        let mut copied = 0;
+        if self
+            .read_from_tail(start, end, &mut |at, piece| {
+                copied += op.copy_in(at as usize, piece);
+            })
+            .is_some()
+        {
+            return Ok(copied);
+        }
         // A read its reader waits for comes in parts, in parallel (see `parts`, and more
         // where one connection is capped: `LinkRate::waiting_parts`); a read ahead, the size
         // its policy chose, beside the others it keeps in flight, as many parts as the
-        // store's connections want (see `Reading`, `LinkRate`).
+        // store's connections want, or as a waited read's on a quiet link (see `Reading`,
+        // `LinkRate`).
         let parts = match (op.kind, self.reading.split_ahead) {
             (crate::policy::IoKind::Sync, SplitAhead::Auto) => {
                 parts(end - start).max(self.link.waiting_parts(end - start))
             }
             (crate::policy::IoKind::Sync, _) | (_, SplitAhead::Always) => parts(end - start),
-            (_, SplitAhead::Auto) => self.link.ahead_parts(end - start),
+            (_, SplitAhead::Auto) => self.link.ahead_parts_now(end - start),
             (_, SplitAhead::Never) => 1,
         };
-        let mut copied = 0;
         self.get(start, end, parts, &mut |at, piece| {
             copied += op.copy_in(at as usize, piece);
         })?;
@@ -255,9 +330,12 @@ impl Source for RemoteSource {
         if end <= start {
             return Ok(0);
         }
-        self.get(start, end, 1, &mut |at, piece| {
+        let mut copy = |at: u64, piece: &[u8]| {
             dst[at as usize..at as usize + piece.len()].copy_from_slice(piece);
-        })?;
+        };
+        if self.read_from_tail(start, end, &mut copy).is_none() {
+            self.get(start, end, 1, &mut copy)?;
+        }
         Ok((end - start) as usize)
     }
 }
