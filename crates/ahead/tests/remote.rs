@@ -228,6 +228,39 @@ fn an_objects_last_bytes_come_with_its_open() {
         footer < Duration::from_millis(70) && start >= Duration::from_millis(80),
         "open and footer {footer:?}, open and start {start:?}"
     );
+    // The same over plain HTTP (lighttpd answers a suffix range), byte for byte.
+    let Some(web) = need(servers::lighttpd()) else {
+        return;
+    };
+    let bytes = common::content(1 << 20, 77);
+    std::fs::write(web.dir.0.join("docs/tail.bin"), &bytes).unwrap();
+    let proxy = toxi.proxy("tails-http", web.addr);
+    toxi.latency_each_way(&proxy, 20);
+    let url = format!("{}/tail.bin", proxy.url());
+    let footer_at = (1 << 20) - (64 << 10);
+    let footer = (0..3)
+        .map(|_| {
+            let engine = Engine::builder()
+                .policy("none")
+                .budget(8 << 20)
+                .build()
+                .unwrap();
+            let t = Instant::now();
+            let file = engine.open(&url).unwrap();
+            let got = read_full(&file, footer_at, 64 << 10).unwrap();
+            let took = t.elapsed();
+            assert!(
+                got == bytes[footer_at as usize..],
+                "HTTP footer bytes differ"
+            );
+            took
+        })
+        .min()
+        .unwrap();
+    assert!(
+        footer < Duration::from_millis(70),
+        "HTTP: open and footer {footer:?}"
+    );
 }
 
 #[test]
