@@ -401,7 +401,20 @@ impl Engine {
             direct: config.direct,
             leases: config.leases,
             remote_options: &config.remote_options.0,
+            with_tail: true,
         }
+    }
+
+    /// Open `path` to be read from its start on (a file of `open_many`'s or `open_all`'s): as
+    /// [`Engine::open`], without an object's last bytes.
+    pub(crate) fn open_from_start(&self, path: &Path) -> io::Result<File> {
+        let make = self.policy_maker(PolicyChoice::Engine)?;
+        let settings = source::OpenSettings {
+            with_tail: false,
+            ..self.open_settings()
+        };
+        let opened = source::open(path, &settings)?;
+        self.open_source(opened, &OpenOptions::new(), make)
     }
 
     /// The settings a source is opened with under `options` (its `O_DIRECT` choice), once the

@@ -172,7 +172,7 @@ impl Engine {
         let open_next = || loop {
             let at = next.fetch_add(1, Ordering::Relaxed);
             let Some(path) = paths.get(at) else { return };
-            let file = self.open(path);
+            let file = self.open_from_start(path.as_ref());
             opened
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -284,7 +284,7 @@ fn open_and_ask_first(
     room: Arc<Room>,
     place: usize,
 ) -> io::Result<File> {
-    let mut file = match engine.open(path) {
+    let mut file = match engine.open_from_start(path) {
         Ok(file) => file,
         Err(e) => {
             room.served(place);
@@ -360,7 +360,7 @@ impl Iterator for OpenMany {
                 file
             }),
             Opening::Ready(file) => file,
-            Opening::Later(path) => self.engine.open(path),
+            Opening::Later(path) => self.engine.open_from_start(path.as_ref()),
         };
         // Its reader has it now, and reads what it has not been given: the files behind it
         // wait for it no longer.

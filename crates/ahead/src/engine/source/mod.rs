@@ -87,6 +87,10 @@ pub(crate) struct OpenSettings<'a> {
     /// Settings for remote stores (`EngineBuilder::remote_option`): key, value.
     #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     pub remote_options: &'a [(String, String)],
+    /// Whether an object opened by name comes with its last bytes (a reader of a footer
+    /// reads them first); not for objects read in turn from their start (`open_many`).
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
+    pub with_tail: bool,
 }
 
 /// A source just opened, before the engine names it.

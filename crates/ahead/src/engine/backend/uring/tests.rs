@@ -16,6 +16,7 @@ fn file_data(cache: &Cache, id: u32, path: &std::path::Path) -> Arc<FileData> {
         direct: true,
         leases: false,
         remote_options: &[],
+        with_tail: true,
     };
     let opened = source::open(path, &settings).unwrap();
     let size = opened.identity.size;

@@ -103,7 +103,14 @@ fn open(name: &Path, settings: &OpenSettings) -> io::Result<Opened> {
     let url = parsed(name, false)?;
     let reading = Reading::of(name, settings.remote_options)?;
     let (store, location, link) = store_and_location(&url, settings.remote_options)?;
-    open_object_as(PathBuf::from(&url.shown), store, location, reading, link)
+    open_object_as(
+        PathBuf::from(&url.shown),
+        store,
+        location,
+        reading,
+        link,
+        settings.with_tail,
+    )
 }
 
 /// How an object's GETs go, from the remote options the source takes for itself (the rest
@@ -170,14 +177,22 @@ pub(crate) fn open_known(info: &Entry, settings: &OpenSettings) -> io::Result<Op
     Ok(opened(info, store, location, reading, link, None))
 }
 
-/// Open `location` in `store` as `name`: one HEAD for its size and version.
+/// Open `location` in `store` as `name`: one GET of its tail (or a HEAD) for its size and
+/// version.
 #[cfg(test)]
 pub(crate) fn open_object(
     name: PathBuf,
     store: Arc<dyn ObjectStore>,
     location: ObjectPath,
 ) -> io::Result<Opened> {
-    open_object_as(name, store, location, Reading::default(), Arc::default())
+    open_object_as(
+        name,
+        store,
+        location,
+        Reading::default(),
+        Arc::default(),
+        true,
+    )
 }
 
 /// [`open_object`], its GETs going as `reading` says.
@@ -187,6 +202,7 @@ fn open_object_as(
     location: ObjectPath,
     reading: Reading,
     link: Arc<LinkRate>,
+    with_tail: bool,
 ) -> io::Result<Opened> {
     let runtime = runtime()?;
     // The metadata comes with the object's last bytes (one GET for the last TAIL_BYTES, whose
@@ -194,7 +210,7 @@ fn open_object_as(
     // (Parquet, ORC, a zip) reads them first and waits no second round trip, and an object
     // that small is read whole. A server that cannot answer such a range (an empty object;
     // one that sends the whole body) gets a HEAD, as do opens past the tails' memory.
-    if let Some(held) = TailHeld::reserve() {
+    if let Some(held) = with_tail.then(TailHeld::reserve).flatten() {
         match runtime.block_on(tail_of(&store, &location)) {
             Ok((meta, start, bytes)) => {
                 let info = object(name.to_string_lossy().into_owned(), &meta);
@@ -455,6 +471,7 @@ mod tests {
                     direct: true,
                     leases: false,
                     remote_options: &[],
+                    with_tail: true,
                 },
             )
             .err()
