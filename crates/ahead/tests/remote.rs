@@ -207,60 +207,63 @@ fn an_objects_last_bytes_come_with_its_open() {
     );
     // At 20 ms each way: opening and reading the footer is one round trip; opening and
     // reading the start, two (the fastest of three of each, against a loaded machine).
+    let timed = common::content(1 << 20, 77);
+    let footer_at = (1 << 20) - (64 << 10);
+    put(&gw.url(), "tails/timed.bin", &timed);
     let proxy = toxi.proxy("tails", gw.addr);
     toxi.latency_each_way(&proxy, 20);
-    let url = format!("s3://{BUCKET}/tails/{size}.bin", size = 1 << 20);
-    let fastest = |at: u64| {
-        (0..3)
-            .map(|_| {
-                // An engine of its own each time: none has the object cached.
-                let engine = s3_engine(&proxy.url(), "none", 8 << 20, &[]);
-                let t = Instant::now();
-                let file = engine.open(&url).unwrap();
-                read_full(&file, at, 64 << 10).unwrap();
-                t.elapsed()
-            })
-            .min()
-            .unwrap()
-    };
-    let (footer, start) = (fastest((1 << 20) - (64 << 10)), fastest(0));
+    let s3 = || s3_engine(&proxy.url(), "none", 8 << 20, &[]);
+    let url = format!("s3://{BUCKET}/tails/timed.bin");
+    let (footer, start) = (
+        fastest_open_and_read(&s3, &url, footer_at, &timed),
+        fastest_open_and_read(&s3, &url, 0, &timed),
+    );
     assert!(
         footer < Duration::from_millis(70) && start >= Duration::from_millis(80),
         "open and footer {footer:?}, open and start {start:?}"
     );
-    // The same over plain HTTP (lighttpd answers a suffix range), byte for byte.
+    // The same over plain HTTP (lighttpd answers a suffix range).
     let Some(web) = need(servers::lighttpd()) else {
         return;
     };
-    let bytes = common::content(1 << 20, 77);
-    std::fs::write(web.dir.0.join("docs/tail.bin"), &bytes).unwrap();
+    std::fs::write(web.dir.0.join("docs/timed.bin"), &timed).unwrap();
     let proxy = toxi.proxy("tails-http", web.addr);
     toxi.latency_each_way(&proxy, 20);
-    let url = format!("{}/tail.bin", proxy.url());
-    let footer_at = (1 << 20) - (64 << 10);
-    let footer = (0..3)
-        .map(|_| {
-            let engine = Engine::builder()
-                .policy("none")
-                .budget(8 << 20)
-                .build()
-                .unwrap();
-            let t = Instant::now();
-            let file = engine.open(&url).unwrap();
-            let got = read_full(&file, footer_at, 64 << 10).unwrap();
-            let took = t.elapsed();
-            assert!(
-                got == bytes[footer_at as usize..],
-                "HTTP footer bytes differ"
-            );
-            took
-        })
-        .min()
-        .unwrap();
+    let http = || {
+        Engine::builder()
+            .policy("none")
+            .budget(8 << 20)
+            .build()
+            .unwrap()
+    };
+    let footer = fastest_open_and_read(
+        &http,
+        &format!("{}/timed.bin", proxy.url()),
+        footer_at,
+        &timed,
+    );
     assert!(
         footer < Duration::from_millis(70),
         "HTTP: open and footer {footer:?}"
     );
+}
+
+/// The fastest of three opens of `url`, each on an engine of its own from `engine` (none has
+/// the object cached), and a read of 64 KiB at `at`, whose bytes must be `want`'s.
+fn fastest_open_and_read(engine: &dyn Fn() -> Engine, url: &str, at: u64, want: &[u8]) -> Duration {
+    (0..3)
+        .map(|_| {
+            let engine = engine();
+            let t = Instant::now();
+            let file = engine.open(url).unwrap();
+            let got = read_full(&file, at, 64 << 10).unwrap();
+            let took = t.elapsed();
+            let end = (at as usize + (64 << 10)).min(want.len());
+            assert!(got == want[at as usize..end], "{url}: bytes differ at {at}");
+            took
+        })
+        .min()
+        .unwrap()
 }
 
 #[test]

@@ -113,17 +113,8 @@ class ParquetReadahead:
     def ask_columns(self, columns: FrozenSet[int], limit: int) -> List[Tuple[int, int]]:
         """The first row group's chunks of `columns`, to ask for ahead (within `limit` bytes);
         the later groups' follow as each is read (`to_ask`)."""
-        out = []
-        for column in sorted(columns):
-            starts = self.columns.get(column)
-            if not starts or starts[0] in self.asked:
-                continue
-            length = self.chunks[starts[0]][2]
-            if self.ahead_bytes + length > limit:
-                break
-            self.asked[starts[0]] = length
-            self.ahead_bytes += length
-            out.append((starts[0], length))
+        firsts = [self.columns[column][0] for column in sorted(columns) if column in self.columns]
+        out = self._ask_within(firsts, limit)
         self.reads.guessed = frozenset(self.chunks[start][0] for start, _ in out)
         return out
 
@@ -144,8 +135,13 @@ class ParquetReadahead:
         if chunk is None:
             return []
         column, group, _ = chunk
+        return self._ask_within(self.columns[column][group + 1:], limit)
+
+    def _ask_within(self, starts: List[int], limit: int) -> List[Tuple[int, int]]:
+        """The chunks at `starts` not yet asked for, in order, as ranges to ask for ahead, as
+        far as `limit` bytes asked for and not yet read allow; recorded as asked."""
         out = []
-        for start in self.columns[column][group + 1:]:
+        for start in starts:
             if start in self.asked:
                 continue
             length = self.chunks[start][2]

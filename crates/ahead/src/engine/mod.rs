@@ -322,10 +322,24 @@ impl Engine {
     pub fn open_with_options(
         &self,
         path: impl AsRef<Path>,
+        options: OpenOptions,
+    ) -> io::Result<File> {
+        self.open_path(path.as_ref(), options, true)
+    }
+
+    /// Open `path` under `options`, an object with its last bytes if `with_tail`.
+    fn open_path(
+        &self,
+        path: &Path,
         mut options: OpenOptions,
+        with_tail: bool,
     ) -> io::Result<File> {
         let make = self.policy_maker(std::mem::take(&mut options.policy))?;
-        let opened = source::open(path.as_ref(), &self.settings_with(&options)?)?;
+        let settings = source::OpenSettings {
+            with_tail,
+            ..self.settings_with(&options)?
+        };
+        let opened = source::open(path, &settings)?;
         self.open_source(opened, &options, make)
     }
 
@@ -408,13 +422,7 @@ impl Engine {
     /// Open `path` to be read from its start on (a file of `open_many`'s or `open_all`'s): as
     /// [`Engine::open`], without an object's last bytes.
     pub(crate) fn open_from_start(&self, path: &Path) -> io::Result<File> {
-        let make = self.policy_maker(PolicyChoice::Engine)?;
-        let settings = source::OpenSettings {
-            with_tail: false,
-            ..self.open_settings()
-        };
-        let opened = source::open(path, &settings)?;
-        self.open_source(opened, &OpenOptions::new(), make)
+        self.open_path(path, OpenOptions::new(), false)
     }
 
     /// The settings a source is opened with under `options` (its `O_DIRECT` choice), once the

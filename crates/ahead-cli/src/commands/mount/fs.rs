@@ -20,12 +20,13 @@
 //! program), the first read from before the second was opened, the rest of the listing's
 //! files are opened ahead through [`Engine::open_many`] (up to its `OPENS_AHEAD` ahead, each
 //! asked for its first bytes within the readahead half of the budget), and the next open of
-//! the file expected takes it from there. An open of any other file of the directory drops the files opened ahead (their
-//! pages stay cached under the budget). A program that opens many files at once in the
-//! listing's order and reads them later, at random, opens nothing ahead: its opens are not
-//! reads in turn, and the first bytes of each would be fetched for nothing. A file opened
-//! ahead is pinned when opened ahead; one whose version or size is not the listing's is not
-//! used (the open is made anew, pinned to the listing's version as every open is).
+//! the file expected takes it from there. An open of any other file of the directory drops
+//! the files opened ahead (their pages stay cached under the budget). A program that opens
+//! many files at once in the listing's order and reads them later, at random, opens nothing
+//! ahead: its opens are not reads in turn, and the first bytes of each would be fetched for
+//! nothing. A file opened ahead is pinned when opened ahead; one whose version or size is not
+//! the listing's is not used (the open is made anew, pinned to the listing's version as every
+//! open is).
 //!
 //! **The kernel's cache and readahead.** Files are not opened `direct_io`: every read of the
 //! program would then be a round trip through FUSE (a 4 KiB reader pays ~20 us a read), and
@@ -37,11 +38,12 @@
 //! mounted (`mod.rs`; where it cannot be, the mount says so and reads go through FUSE 128
 //! KiB at a time, 8 round trips to the daemon where one would do). FUSE's largest read,
 //! `max_pages`, is negotiated at `init` from fuser's `max_write` and stops at the kernel's
-//! `fuse.max_pages_limit` (1 MiB by default), so it does not bind first. The kernel's readahead decides no fetch from the
-//! source: a lone random read reaches the engine as its own pages (the kernel reads a miss
-//! with no sequential history as it is), a reader in order as reads of up to 1 MiB in order,
-//! from which the engine's policy sizes every request to storage, and each of those reads is
-//! a read of the engine's cache when the policy was right. The kernel fetches each page from
+//! `fuse.max_pages_limit` (1 MiB by default), so it does not bind first. The kernel's
+//! readahead decides no fetch from the source: a lone random read reaches the engine as its
+//! own pages (the kernel reads a miss with no sequential history as it is), a reader in order
+//! as reads of up to 1 MiB in order, from which the engine's policy sizes every request to
+//! storage, and each of those reads is a read of the engine's cache when the policy was
+//! right. The kernel fetches each page from
 //! the engine at most once per open (no `keep_cache`: an open starts with the kernel's copy
 //! dropped, so a local file changed between opens is read afresh; the engine's own cache,
 //! which checks a file's version, keeps what it fetched).

@@ -54,7 +54,7 @@ const FLOOR_GETS: usize = 64;
 
 /// Fewer GETs in flight than this, on all the store's objects, and the link is quiet: a read
 /// ahead goes in the parts a waited-for read would.
-pub(super) const QUIET_GETS: usize = MOST_PARTS as usize;
+const QUIET_GETS: usize = MOST_PARTS as usize;
 
 /// One store's connections, as measured.
 #[derive(Debug, Default)]
