@@ -22,11 +22,11 @@ REGION = "us-east-1"
 BUCKET = "pybucket"
 
 
-def need(what: str):
+def need(what: str, how: str = "run tools/test-servers to install it"):
     """Skip for a missing `what`, or fail where servers are required (CI)."""
     if os.environ.get("AHEAD_REQUIRE_SERVERS") == "1":
         pytest.fail(f"required here (AHEAD_REQUIRE_SERVERS=1): {what}")
-    pytest.skip(f"{what} (run tools/test-servers to install it)")
+    pytest.skip(f"{what} ({how})")
 
 
 def tool(name: str):
