@@ -82,7 +82,8 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     pub(crate) plot: Option<PathBuf>,
     /// Bench a remote object instead (s3://bucket/key or http(s)://host/path): contenders
-    /// ahead:adaptive, ahead:linux-ondemand, naive, fsspec and device, on remote patterns.
+    /// ahead:adaptive, ahead:linux-ondemand, naive, fsspec, fsspec:tuned, cat and device, on
+    /// remote patterns.
     #[arg(long, conflicts_with_all = ["file", "dir"])]
     pub(crate) remote: Option<String>,
     /// With --remote: put toxiproxy (tools/test-servers installs it) in front of the server,

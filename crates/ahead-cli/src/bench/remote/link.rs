@@ -272,18 +272,11 @@ impl Link {
     /// The link's ceiling over `targets` (a URL, and how many of its bytes to read at most):
     /// the best of [`DEVICE_SWEEP`].
     pub(super) fn device(&self, targets: &[(String, u64)]) -> Result<RemoteRun, Failure> {
-        let mut best: Option<RemoteRun> = None;
         let mut sweep = Vec::new();
         for &(get, parallel) in DEVICE_SWEEP {
-            let run = self.device_with(targets, get, parallel)?;
-            sweep.push(run.clone());
-            if best.as_ref().is_none_or(|b| run.mb_per_s > b.mb_per_s) {
-                best = Some(run);
-            }
+            sweep.push(self.device_with(targets, get, parallel)?);
         }
-        let mut best = best.expect("a sweep of several");
-        best.sweep = sweep;
-        Ok(best)
+        Ok(best_of_sweep(sweep))
     }
 
     /// `parallel` GETs of up to `get` bytes at a time over `targets` (a URL, and how many of

@@ -8,6 +8,9 @@
 //! * `naive`: one GET per read, as an unbuffered client does (the engine with policy `none`).
 //! * `fsspec`: Python's fsspec (s3fs for `s3://`) with its default readahead cache, run as a
 //!   subprocess on the same object and reads, where Python has the packages.
+//! * `fsspec:tuned`: the same with each of the caches fsspec documents for a pattern
+//!   (`tools::FSSPEC_TUNINGS`) every run; the row keeps the one with the best median, as the
+//!   device keeps its sweep's, and the sweep is listed under the table.
 //! * `cat`: `ahead cat --bs N` of the object, the CLI as a user runs it (a process of its own),
 //!   on the patterns that read the whole object in order in one size (`seq-4k`, ...).
 //! * `device`: the link's ceiling: the pattern's objects (the URL's up to 1 GiB, or the
@@ -98,6 +101,7 @@ const CONTENDERS: &[&str] = &[
     "ahead:linux-ondemand",
     "naive",
     "fsspec",
+    "fsspec:tuned",
     "cat",
     "device",
 ];
@@ -223,8 +227,8 @@ pub(crate) fn cmd(url: &str, a: &BenchArgs) -> Result<String, Failure> {
             crate::commands::HostCost::of_profile(spec),
         )),
     };
-    let fsspec = contenders
-        .contains(&"fsspec")
+    let runs_fsspec = contenders.iter().any(|c| c.starts_with("fsspec"));
+    let fsspec = runs_fsspec
         .then(|| Fsspec::find(&a.python, &link))
         .flatten();
     eprintln!(
@@ -265,13 +269,17 @@ pub(crate) fn cmd(url: &str, a: &BenchArgs) -> Result<String, Failure> {
             };
             Ok(Some(match (contender, many) {
                 ("device", _) => link.device(&device_targets)?,
-                ("fsspec" | "cat", Some(_)) => return Ok(None),
+                ("fsspec" | "fsspec:tuned" | "cat", Some(_)) => return Ok(None),
                 ("cat", None) => match in_order_size(&reads, size) {
                     Some(bs) => link.run_cat(bs, budget, size)?,
                     None => return Ok(None),
                 },
                 ("fsspec", None) => match &fsspec {
                     Some(f) => f.run(&reads, cap)?,
+                    None => return Ok(None),
+                },
+                ("fsspec:tuned", None) => match &fsspec {
+                    Some(f) => f.run_tuned(&reads, cap)?,
                     None => return Ok(None),
                 },
                 (_, Some((urls, at_once))) => {
@@ -320,10 +328,10 @@ pub(crate) fn cmd(url: &str, a: &BenchArgs) -> Result<String, Failure> {
         }
         rows.push((pattern.to_string(), runs));
     }
-    if patterns.iter().any(|p| reads_objects(p)) && contenders.contains(&"fsspec") {
+    if patterns.iter().any(|p| reads_objects(p)) && runs_fsspec {
         eprintln!("note: fsspec does not run the objects-* patterns");
     }
-    if contenders.contains(&"fsspec") && fsspec.is_none() {
+    if runs_fsspec && fsspec.is_none() {
         eprintln!(
             "note: fsspec skipped: {} has no s3fs/fsspec (pip install s3fs)",
             a.python
@@ -454,6 +462,17 @@ fn pick(
         .collect()
 }
 
+/// The run of a sweep with the highest MB/s, holding the whole sweep.
+fn best_of_sweep(sweep: Vec<RemoteRun>) -> RemoteRun {
+    let mut best = sweep
+        .iter()
+        .max_by(|a, b| a.mb_per_s.total_cmp(&b.mb_per_s))
+        .expect("a sweep of several")
+        .clone();
+    best.sweep = sweep;
+    best
+}
+
 /// A pattern's runs: each contender's, in order.
 type PatternRuns<'a> = (String, Vec<(&'a str, Vec<RemoteRun>)>);
 
@@ -477,10 +496,11 @@ pub struct RemoteRun {
     /// threads), `ahead cat`'s or curl's (children); none for fsspec.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_s_per_gib: Option<f64>,
-    /// For `device`: the sweep's best configuration.
+    /// For `device` and `fsspec:tuned`: the sweep's configuration this run measured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ceiling: Option<String>,
-    /// For `device`: every point of the sweep (its `ceiling` naming it), this run among them.
+    /// For `device` and `fsspec:tuned`: every point of the sweep (its `ceiling` naming it),
+    /// this run among them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sweep: Vec<RemoteRun>,
 }

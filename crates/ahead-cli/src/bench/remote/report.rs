@@ -14,7 +14,7 @@ pub(super) fn table(rows: &[PatternRuns], budget: u64) -> String {
         let runs: Vec<(&str, Vec<RemoteRun>)> = runs
             .iter()
             .map(|(c, r)| match *c {
-                "device" => (*c, device_runs(r)),
+                "device" | "fsspec:tuned" => (*c, best_point_runs(r)),
                 _ => (*c, r.clone()),
             })
             .collect();
@@ -61,7 +61,7 @@ pub(super) fn table(rows: &[PatternRuns], budget: u64) -> String {
             );
         }
     }
-    out.push_str(&device_sweeps(rows));
+    out.push_str(&sweeps(rows));
     out
 }
 
@@ -76,7 +76,7 @@ pub(super) fn med(runs: &[RemoteRun], f: fn(&RemoteRun) -> f64) -> (f64, f64, f6
     )
 }
 
-/// The device's runs regrouped by the sweep's configuration: one list per configuration, its
+/// A sweeping contender's runs regrouped by the sweep's configuration: one list per configuration, its
 /// run in each of `runs`.
 pub(super) fn sweep_points(runs: &[RemoteRun]) -> Vec<Vec<RemoteRun>> {
     let points = runs.iter().map(|r| r.sweep.len()).min().unwrap_or(0);
@@ -85,10 +85,11 @@ pub(super) fn sweep_points(runs: &[RemoteRun]) -> Vec<Vec<RemoteRun>> {
         .collect()
 }
 
-/// The device's runs of its best configuration: the sweep's point with the highest median over
-/// the runs (as the local bench keeps its sweep's best median). The best of each run instead
-/// would lift the ceiling by the noise of picking a maximum of several samples per run.
-pub(super) fn device_runs(runs: &[RemoteRun]) -> Vec<RemoteRun> {
+/// A sweeping contender's (the device's, `fsspec:tuned`'s) runs of its best configuration: the
+/// sweep's point with the highest median over the runs (as the local bench keeps its sweep's
+/// best median). The best of each run instead would lift the row by the noise of picking a
+/// maximum of several samples per run.
+pub(super) fn best_point_runs(runs: &[RemoteRun]) -> Vec<RemoteRun> {
     let mb_per_s = |point: &Vec<RemoteRun>| med(point, |r| r.mb_per_s).0;
     sweep_points(runs)
         .into_iter()
@@ -96,23 +97,32 @@ pub(super) fn device_runs(runs: &[RemoteRun]) -> Vec<RemoteRun> {
         .unwrap_or_else(|| runs.to_vec())
 }
 
-/// Under the table, per pattern: the device's sweep, each configuration's median MB/s over
-/// the runs (the ceiling is the best of them; the others say what smaller GETs get).
-pub(super) fn device_sweeps(rows: &[PatternRuns]) -> String {
+/// Under the table, per pattern: the sweeps (the device's, `fsspec:tuned`'s), each
+/// configuration's median MB/s over the runs (the row is the best of them; the others say
+/// what smaller GETs, or fsspec's other caches, get).
+pub(super) fn sweeps(rows: &[PatternRuns]) -> String {
     let mut out = String::new();
     for (pattern, runs) in rows {
-        let Some((_, device)) = runs.iter().find(|(c, r)| *c == "device" && !r.is_empty()) else {
-            continue;
-        };
-        let medians: Vec<String> = sweep_points(device)
-            .iter()
-            .map(|point| {
-                let config = point[0].ceiling.as_deref().unwrap_or("?");
-                format!("{config} {:.0}", med(point, |r| r.mb_per_s).0)
-            })
-            .collect();
-        if !medians.is_empty() {
-            let _ = writeln!(out, "device sweep, {pattern}: {} MB/s", medians.join(", "));
+        for (contender, done) in runs {
+            if !matches!(*contender, "device" | "fsspec:tuned") || done.is_empty() {
+                continue;
+            }
+            let medians: Vec<String> = sweep_points(done)
+                .iter()
+                .map(|point| {
+                    let config = point[0].ceiling.as_deref().unwrap_or("?");
+                    let m = med(point, |r| r.mb_per_s).0;
+                    // A tenth where the rates are small (fsspec's random reads).
+                    format!("{config} {m:.*}", if m < 10.0 { 1 } else { 0 })
+                })
+                .collect();
+            if !medians.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "{contender} sweep, {pattern}: {} MB/s",
+                    medians.join(", ")
+                );
+            }
         }
     }
     out

@@ -125,8 +125,9 @@ pub(super) fn find_tool(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// The fsspec contender: a Python with s3fs (or fsspec's HTTP filesystem) reading the same
-/// object with the same reads, with the library's defaults.
+/// The fsspec contenders: a Python with s3fs (or fsspec's HTTP filesystem) reading the same
+/// object with the same reads, with the library's defaults (`fsspec`) or each of
+/// [`FSSPEC_TUNINGS`] (`fsspec:tuned`).
 pub(super) struct Fsspec {
     python: String,
     url: String,
@@ -136,13 +137,15 @@ pub(super) struct Fsspec {
 pub(super) const FSSPEC_SCRIPT: &str = r#"
 import json, sys, time
 url, endpoint, reads_path, cap = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+# The file's cache: the library's default, or a cache_type and block_size to try.
+tuning = {"cache_type": sys.argv[5], "block_size": int(sys.argv[6])} if len(sys.argv) > 6 else {}
 if url.startswith("s3://"):
     import s3fs
     fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": endpoint} if endpoint else {})
-    f = fs.open(url[5:], "rb")
+    f = fs.open(url[5:], "rb", **tuning)
 else:
     import fsspec
-    f = fsspec.open(url, "rb").open()
+    f = fsspec.open(url, "rb", **tuning).open()
 if reads_path == "-":
     print("ok"); sys.exit(0)
 reads = json.load(open(reads_path))
@@ -158,6 +161,19 @@ for off, ln in reads:
 print(json.dumps({"bytes": n, "elapsed_s": time.perf_counter() - t0, "lat": lat}))
 "#;
 
+/// The caches `fsspec:tuned` tries on every pattern, as fsspec documents them (`cache_type`,
+/// `block_size`): none (a GET a read: random reads), LRU blocks of 1 and 8 MiB (reads that
+/// come back or go backward), readahead of 8 MiB (in order, small), and blocks fetched one
+/// ahead in a thread (in order, large). The row keeps the one with the best median, as the
+/// device keeps its sweep's best.
+pub(super) const FSSPEC_TUNINGS: &[(&str, u64)] = &[
+    ("none", 0),
+    ("blockcache", 1 << 20),
+    ("blockcache", 8 << 20),
+    ("readahead", 8 << 20),
+    ("background", 8 << 20),
+];
+
 impl Fsspec {
     /// The contender, if `python` can open the object with its packages.
     pub(super) fn find(python: &str, link: &Link) -> Option<Fsspec> {
@@ -169,11 +185,11 @@ impl Fsspec {
                 .clone()
                 .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok()),
         };
-        let ok = f.command("-", 0.0).output().ok()?;
+        let ok = f.command("-", 0.0, None).output().ok()?;
         (ok.status.success() && ok.stdout.starts_with(b"ok")).then_some(f)
     }
 
-    pub(super) fn command(&self, reads: &str, cap: f64) -> Command {
+    pub(super) fn command(&self, reads: &str, cap: f64, tuning: Option<(&str, u64)>) -> Command {
         let mut c = Command::new(&self.python);
         c.arg("-c")
             .arg(FSSPEC_SCRIPT)
@@ -182,19 +198,50 @@ impl Fsspec {
             .arg(reads)
             .arg(cap.to_string())
             .stderr(Stdio::null());
+        if let Some((cache_type, block_size)) = tuning {
+            c.arg(cache_type).arg(block_size.to_string());
+        }
         if let Ok(region) = std::env::var("AWS_REGION") {
             c.env("AWS_DEFAULT_REGION", region);
         }
         c
     }
 
+    /// One run with the library's defaults.
     pub(super) fn run(&self, reads: &[(u64, u64)], cap: Duration) -> Result<RemoteRun, Failure> {
+        self.run_with(reads, cap, None)
+    }
+
+    /// One run of each of [`FSSPEC_TUNINGS`]: the best, holding them all as its sweep.
+    pub(super) fn run_tuned(
+        &self,
+        reads: &[(u64, u64)],
+        cap: Duration,
+    ) -> Result<RemoteRun, Failure> {
+        let mut sweep = Vec::new();
+        for &(cache_type, block_size) in FSSPEC_TUNINGS {
+            let mut run = self.run_with(reads, cap, Some((cache_type, block_size)))?;
+            run.ceiling = Some(match block_size {
+                0 => cache_type.to_string(),
+                b => format!("{cache_type} {} MiB", b >> 20),
+            });
+            sweep.push(run);
+        }
+        Ok(best_of_sweep(sweep))
+    }
+
+    fn run_with(
+        &self,
+        reads: &[(u64, u64)],
+        cap: Duration,
+        tuning: Option<(&str, u64)>,
+    ) -> Result<RemoteRun, Failure> {
         let path =
             std::env::temp_dir().join(format!("ahead-bench-reads-{}.json", std::process::id()));
         std::fs::write(&path, serde_json::to_string(reads).unwrap())
             .map_err(|e| runtime(e.to_string()))?;
         let out = self
-            .command(path.to_str().unwrap_or_default(), cap.as_secs_f64())
+            .command(path.to_str().unwrap_or_default(), cap.as_secs_f64(), tuning)
             .output();
         let _ = std::fs::remove_file(&path);
         let out = out.map_err(|e| runtime(format!("fsspec: {e}")))?;
