@@ -82,8 +82,8 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     pub(crate) plot: Option<PathBuf>,
     /// Bench a remote object instead (s3://bucket/key or http(s)://host/path): contenders
-    /// ahead:adaptive, ahead:linux-ondemand, naive, fsspec, fsspec:tuned, cat and device, on
-    /// remote patterns.
+    /// ahead:adaptive, ahead:linux-ondemand, naive, fsspec, fsspec:tuned, pyarrow, cat and
+    /// device, on remote patterns.
     #[arg(long, conflicts_with_all = ["file", "dir"])]
     pub(crate) remote: Option<String>,
     /// With --remote: put toxiproxy (tools/test-servers installs it) in front of the server,
@@ -93,8 +93,8 @@ pub(crate) struct BenchArgs {
     /// With --remote: through toxiproxy, cap each connection's bandwidth (per second: 100m).
     #[arg(long, requires = "remote")]
     pub(crate) bandwidth: Option<String>,
-    /// With --remote: the Python that runs the fsspec contender (needs s3fs or fsspec's
-    /// HTTP support; skipped, saying so, where missing).
+    /// With --remote: the Python that runs the fsspec and pyarrow contenders (needs s3fs or
+    /// fsspec's HTTP support, and pyarrow; skipped, saying so, where missing).
     #[arg(long, requires = "remote", default_value = "python3")]
     pub(crate) python: String,
     /// With --remote: the 100 objects of the objects-* patterns, as a template where {}

@@ -11,6 +11,8 @@
 //! * `fsspec:tuned`: the same with each of the caches fsspec documents for a pattern
 //!   (`tools::FSSPEC_TUNINGS`) every run; the row keeps the one with the best median, as the
 //!   device keeps its sweep's, and the sweep is listed under the table.
+//! * `pyarrow`: pyarrow's own S3 client (`pyarrow.fs.S3FileSystem`) in the same Python, each
+//!   read a `read_at` of a file from `open_input_file` (S3 objects only).
 //! * `cat`: `ahead cat --bs N` of the object, the CLI as a user runs it (a process of its own),
 //!   on the patterns that read the whole object in order in one size (`seq-4k`, ...).
 //! * `device`: the link's ceiling: the pattern's objects (the URL's up to 1 GiB, or the
@@ -102,6 +104,7 @@ const CONTENDERS: &[&str] = &[
     "naive",
     "fsspec",
     "fsspec:tuned",
+    "pyarrow",
     "cat",
     "device",
 ];
@@ -231,6 +234,10 @@ pub(crate) fn cmd(url: &str, a: &BenchArgs) -> Result<String, Failure> {
     let fsspec = runs_fsspec
         .then(|| Fsspec::find(&a.python, &link))
         .flatten();
+    let pyarrow = contenders
+        .contains(&"pyarrow")
+        .then(|| Fsspec::find_pyarrow(&a.python, &link))
+        .flatten();
     eprintln!(
         "bench --remote {url}: {} MiB object{}, budget {} MiB, {repeat} repeat(s), runs capped at {:.0} s{}",
         size >> 20,
@@ -269,7 +276,7 @@ pub(crate) fn cmd(url: &str, a: &BenchArgs) -> Result<String, Failure> {
             };
             Ok(Some(match (contender, many) {
                 ("device", _) => link.device(&device_targets)?,
-                ("fsspec" | "fsspec:tuned" | "cat", Some(_)) => return Ok(None),
+                ("fsspec" | "fsspec:tuned" | "pyarrow" | "cat", Some(_)) => return Ok(None),
                 ("cat", None) => match in_order_size(&reads, size) {
                     Some(bs) => link.run_cat(bs, budget, size)?,
                     None => return Ok(None),
@@ -280,6 +287,10 @@ pub(crate) fn cmd(url: &str, a: &BenchArgs) -> Result<String, Failure> {
                 },
                 ("fsspec:tuned", None) => match &fsspec {
                     Some(f) => f.run_tuned(&reads, cap)?,
+                    None => return Ok(None),
+                },
+                ("pyarrow", None) => match &pyarrow {
+                    Some(p) => p.run(&reads, cap)?,
                     None => return Ok(None),
                 },
                 (_, Some((urls, at_once))) => {
@@ -330,6 +341,12 @@ pub(crate) fn cmd(url: &str, a: &BenchArgs) -> Result<String, Failure> {
     }
     if patterns.iter().any(|p| reads_objects(p)) && runs_fsspec {
         eprintln!("note: fsspec does not run the objects-* patterns");
+    }
+    if contenders.contains(&"pyarrow") && pyarrow.is_none() {
+        eprintln!(
+            "note: pyarrow skipped: {} has no pyarrow, or the object is not S3's",
+            a.python
+        );
     }
     if runs_fsspec && fsspec.is_none() {
         eprintln!(
@@ -490,10 +507,10 @@ pub struct RemoteRun {
     /// Bytes fetched that no read asked for, as a share of those fetched (engine contenders).
     pub unused_share: Option<f64>,
     /// Peak resident memory during the run, in bytes: this process's (`VmHWM`, reset as the run
-    /// starts) or, for fsspec, its subprocess's.
+    /// starts) or, for fsspec and pyarrow, its subprocess's.
     pub peak_rss: u64,
     /// The client's CPU seconds a GiB brought: the engine's (this process's, all its
-    /// threads), `ahead cat`'s or curl's (children); none for fsspec.
+    /// threads), `ahead cat`'s or curl's (children); none for fsspec and pyarrow.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_s_per_gib: Option<f64>,
     /// For `device` and `fsspec:tuned`: the sweep's configuration this run measured.

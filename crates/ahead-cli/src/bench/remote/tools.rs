@@ -125,14 +125,42 @@ pub(super) fn find_tool(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// The fsspec contenders: a Python with s3fs (or fsspec's HTTP filesystem) reading the same
+/// The Python clients: a Python with s3fs (or fsspec's HTTP filesystem) reading the same
 /// object with the same reads, with the library's defaults (`fsspec`) or each of
-/// [`FSSPEC_TUNINGS`] (`fsspec:tuned`).
+/// [`FSSPEC_TUNINGS`] (`fsspec:tuned`); or with pyarrow's own S3 client (`pyarrow`, S3 only).
 pub(super) struct Fsspec {
     python: String,
     url: String,
     endpoint: Option<String>,
+    script: &'static str,
 }
+
+/// The `pyarrow` contender: pyarrow's `S3FileSystem` (the AWS SDK for C++), a file opened
+/// with `open_input_file` as `pyarrow.parquet` opens one, each read a `read_at`: pyarrow
+/// reads ahead nothing for a file read this way (its Parquet reader asks for a footer's
+/// ranges at once itself), which is what a reader of it gets.
+pub(super) const PYARROW_SCRIPT: &str = r#"
+import json, os, sys, time
+url, endpoint, reads_path, cap = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+import pyarrow.fs as pafs
+options = {"region": os.environ.get("AWS_REGION", "us-east-1")}
+if endpoint:
+    scheme, _, host = endpoint.partition("://")
+    options.update(endpoint_override=host, scheme=scheme)
+f = pafs.S3FileSystem(**options).open_input_file(url[5:])
+if reads_path == "-":
+    print("ok"); sys.exit(0)
+reads = json.load(open(reads_path))
+lat, n = [], 0
+t0 = time.perf_counter()
+for off, ln in reads:
+    t = time.perf_counter()
+    n += len(f.read_at(ln, off))
+    lat.append(time.perf_counter() - t)
+    if time.perf_counter() - t0 > cap:
+        break
+print(json.dumps({"bytes": n, "elapsed_s": time.perf_counter() - t0, "lat": lat}))
+"#;
 
 pub(super) const FSSPEC_SCRIPT: &str = r#"
 import json, sys, time
@@ -175,8 +203,20 @@ pub(super) const FSSPEC_TUNINGS: &[(&str, u64)] = &[
 ];
 
 impl Fsspec {
-    /// The contender, if `python` can open the object with its packages.
+    /// The fsspec contender, if `python` can open the object with its packages.
     pub(super) fn find(python: &str, link: &Link) -> Option<Fsspec> {
+        Self::find_with(python, link, FSSPEC_SCRIPT)
+    }
+
+    /// The pyarrow contender, if the object is S3's and `python` has pyarrow.
+    pub(super) fn find_pyarrow(python: &str, link: &Link) -> Option<Fsspec> {
+        link.url
+            .starts_with("s3://")
+            .then(|| Self::find_with(python, link, PYARROW_SCRIPT))
+            .flatten()
+    }
+
+    fn find_with(python: &str, link: &Link, script: &'static str) -> Option<Fsspec> {
         let f = Fsspec {
             python: python.to_string(),
             url: link.url.clone(),
@@ -184,6 +224,7 @@ impl Fsspec {
                 .endpoint
                 .clone()
                 .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok()),
+            script,
         };
         let ok = f.command("-", 0.0, None).output().ok()?;
         (ok.status.success() && ok.stdout.starts_with(b"ok")).then_some(f)
@@ -192,7 +233,7 @@ impl Fsspec {
     pub(super) fn command(&self, reads: &str, cap: f64, tuning: Option<(&str, u64)>) -> Command {
         let mut c = Command::new(&self.python);
         c.arg("-c")
-            .arg(FSSPEC_SCRIPT)
+            .arg(self.script)
             .arg(&self.url)
             .arg(self.endpoint.as_deref().unwrap_or(""))
             .arg(reads)
@@ -244,9 +285,14 @@ impl Fsspec {
             .command(path.to_str().unwrap_or_default(), cap.as_secs_f64(), tuning)
             .output();
         let _ = std::fs::remove_file(&path);
-        let out = out.map_err(|e| runtime(format!("fsspec: {e}")))?;
+        let who = if self.script == PYARROW_SCRIPT {
+            "pyarrow"
+        } else {
+            "fsspec"
+        };
+        let out = out.map_err(|e| runtime(format!("{who}: {e}")))?;
         let v: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .map_err(|_| runtime(format!("fsspec failed ({})", out.status)))?;
+            .map_err(|_| runtime(format!("{who} failed ({})", out.status)))?;
         let mut lat: Vec<Nanos> = v["lat"]
             .as_array()
             .map(|a| {
