@@ -390,8 +390,17 @@ impl RawFile {
     /// to the file), and the file is let go with the last of them. Returns at once.
     fn close(&self, py: Python<'_>) {
         let file = self.file.lock().unwrap_or_else(|p| p.into_inner()).take();
-        // Dropping the last reference closes the descriptor: without the GIL.
-        py.detach(|| drop(file));
+        // Dropping the last reference closes the descriptor: without the GIL, except while
+        // the interpreter finalizes. A file closed then (its last reference dropped on one of
+        // pyarrow's I/O threads as the process exits) could not take the GIL back: pyo3 parks
+        // such a thread for good, and pyarrow's exit waits for that thread, so the process
+        // never ended (seen once in five runs of a pyarrow dataset read through the fsspec
+        // filesystem).
+        if finalizing(py) {
+            drop(file);
+        } else {
+            py.detach(|| drop(file));
+        }
     }
 
     #[getter]
@@ -613,4 +622,13 @@ fn _ahead(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(policy_names, m)?)?;
     m.add("DEFAULT_BUDGET", ahead::engine::DEFAULT_BUDGET)?;
     Ok(())
+}
+
+/// Whether the interpreter is finalizing (`sys.is_finalizing()`; the C call is in the limited
+/// API only from 3.13): a thread that lets go of the GIL then cannot take it back.
+fn finalizing(py: Python<'_>) -> bool {
+    py.import("sys")
+        .and_then(|sys| sys.call_method0("is_finalizing"))
+        .and_then(|v| v.extract::<bool>())
+        .unwrap_or(true)
 }

@@ -242,6 +242,38 @@ def test_an_open_after_a_stat_is_pinned_to_what_the_stat_saw(s3):
     assert fs.cat_file(key) == b"b" * 200_000
 
 
+def test_a_stat_opens_the_object_and_the_open_after_it_is_that_file(s3):
+    """pyarrow's `PyFileSystem` (Ray Data's way in) asks `info`, then opens, then reads the
+    footer: `info` opens the object by name, which brings its last bytes with its size and
+    version in one round trip (a HEAD brought only those), and the open after it is that file,
+    so the footer is there (the engine's own tests time it: `an_objects_last_bytes_come_with_
+    its_open`). A second open, or one after the stat is forgotten, is a file of its own."""
+    fs = AheadFileSystem(target_protocol="s3", budget="16m", **s3.s3fs_options)
+    blob = random_bytes(1 << 20, 11)
+    s3.put("stat-open/obj.bin", blob)
+    key = f"{BUCKET}/stat-open/obj.bin"
+    info = fs.info(key)
+    assert info["size"] == len(blob) and info["type"] == "file"
+    stated = fs._opened[fs._url(key)][1]
+    with fs.open(key, "rb", cache_type="none") as f:
+        assert f is stated and not fs._opened
+        f.seek(len(blob) - (64 << 10))  # a footer's read (the first read takes the tail)
+        assert f.read(64 << 10) == blob[-(64 << 10):]
+        f.seek(0)
+        assert f.read() == blob
+    with fs.open(key, "rb", cache_type="none") as f:  # the stat's file was taken: a new one
+        assert f is not stated and f.read() == blob
+    # A prefix is stated as a directory (no object by that name), a missing name is an error.
+    assert fs.info(f"{BUCKET}/stat-open")["type"] == "directory"
+    with pytest.raises(FileNotFoundError):
+        fs.info(f"{BUCKET}/stat-open/missing.bin")
+    fs.invalidate_cache()
+    fs.info(key)
+    fs.invalidate_cache(key)  # forgets the stat and closes the file it opened
+    assert not fs._opened
+    assert fs.cat_file(key) == blob
+
+
 def test_cat_ranges_reads_every_range_as_the_bytes_say(data, s3):
     path, blob = data
     remote = random_bytes(5 << 20, 41)

@@ -29,7 +29,7 @@ try:  # fsspec 2025.3 and later mark chaining filesystems with this class
 except ImportError:  # pragma: no cover - older fsspec
     from fsspec import AbstractFileSystem as _Base
 
-from . import Engine, _config_of, default_engine
+from . import Engine, _config_of, _info_of, default_engine
 
 # s3fs's tuning options with no meaning here (the engine sizes its own reads).
 _IGNORED = {
@@ -41,6 +41,11 @@ _IGNORED = {
 # How long a remote object's stat is reused (an open after it pins the version by ETag, so a
 # change after that is an error on read, never mixed data).
 STAT_SECONDS = 5.0
+# Objects `info` opened to state them (an open by name brings the object's last bytes with its
+# size and ETag in one round trip, where a HEAD brings only those), each kept for the open that
+# usually follows (pyarrow's `PyFileSystem` asks `info`, then opens): at most this many, for
+# STAT_SECONDS. Each holds at most the engine's tail (68 KiB, within its process-wide bound).
+OPENED_KEPT = 32
 # s3fs's names for object_store's.
 _RENAMED = {"key": "access_key_id", "secret": "secret_access_key", "token": "token",
             "endpoint_url": "endpoint", "region_name": "region", "region": "region"}
@@ -101,6 +106,8 @@ class AheadFileSystem(_Base):
         # Objects stated in the last STAT_SECONDS, by URL: (when, info). pyarrow asks `info`
         # two or three times and opens twice per file read; each was a round trip.
         self._stats: Dict[str, Any] = {}
+        # Objects `info` opened, by URL: (when, File), for the next `_open` of the URL.
+        self._opened: Dict[str, Any] = {}
 
     @property
     def engine(self) -> Engine:
@@ -143,6 +150,12 @@ class AheadFileSystem(_Base):
         if mode != "rb":
             raise NotImplementedError(f"ahead is read-only: cannot open {path!r} with mode {mode!r}")
         url = self._url(path)
+        opened = self._opened.pop(url, None)
+        if opened is not None and time.monotonic() - opened[0] < STAT_SECONDS:
+            # Stated by opening it (with its last bytes): that file, unread, is this open.
+            return opened[1]
+        if opened is not None:
+            opened[1].close()
         known = self._kept(url)
         if known is not None and known["type"] == "file":
             # Just stated (pyarrow asks `info`, then opens): no second round trip.
@@ -213,9 +226,35 @@ class AheadFileSystem(_Base):
         url = self._url(path)
         known = self._kept(url)
         if known is None:
-            known = self.engine.info(url)
+            known = self._state_by_opening(url) or self.engine.info(url)
             self._keep([(url, known)])
         return dict(known, name=self._name(known["name"]))
+
+    def _state_by_opening(self, url: str):
+        """The stat of the object ``url`` names, got by opening it, the file kept for the open
+        that follows; None for what is not an object's name (a prefix, a local path, a name
+        that ends in ``/``), which the engine's stat then answers."""
+        if not self.target_protocol or url.endswith("/"):
+            return None
+        try:
+            f = self.engine.open(url, "rb", buffering=0)
+        except FileNotFoundError:
+            return None  # a prefix (a directory), or nothing: the stat says which
+        pinned = f._raw.pinned()
+        if pinned is None:
+            f.close()
+            return None
+        name, size, etag, mtime_ns = pinned
+        now = time.monotonic()
+        for old_url, (when, old) in list(self._opened.items()):
+            if now - when >= STAT_SECONDS or len(self._opened) >= OPENED_KEPT:
+                if self._opened.pop(old_url, None) is not None:
+                    old.close()
+        previous = self._opened.pop(url, None)
+        if previous is not None:
+            previous[1].close()
+        self._opened[url] = (now, f)
+        return _info_of((name, size, False, etag, mtime_ns))
 
     def ls(self, path, detail=True, **kwargs):
         url = self._url(path)
@@ -250,8 +289,13 @@ class AheadFileSystem(_Base):
         do: the next open asks the store again."""
         if path is None:
             self._stats.clear()
+            opened, self._opened = self._opened, {}
         else:
             self._stats.pop(self._url(path), None)
+            one = self._opened.pop(self._url(path), None)
+            opened = {path: one} if one is not None else {}
+        for _, f in opened.values():
+            f.close()
         super().invalidate_cache(path)
 
     def ukey(self, path):
