@@ -13,9 +13,12 @@ pub(super) fn table(rows: &[PatternRuns], budget: u64) -> String {
     for (pattern, runs) in rows {
         let runs: Vec<(&str, Vec<RemoteRun>)> = runs
             .iter()
-            .map(|(c, r)| match *c {
-                "device" | "fsspec:tuned" => (*c, best_point_runs(r)),
-                _ => (*c, r.clone()),
+            .map(|(c, r)| {
+                if sweeps_configurations(r) {
+                    (*c, best_point_runs(r))
+                } else {
+                    (*c, r.clone())
+                }
             })
             .collect();
         let of = |name: &str| {
@@ -76,8 +79,14 @@ pub(super) fn med(runs: &[RemoteRun], f: fn(&RemoteRun) -> f64) -> (f64, f64, f6
     )
 }
 
-/// A sweeping contender's runs regrouped by the sweep's configuration: one list per configuration, its
-/// run in each of `runs`.
+/// Whether `runs` are a sweeping contender's (the device's, `fsspec:tuned`'s): each run
+/// holds its sweep.
+fn sweeps_configurations(runs: &[RemoteRun]) -> bool {
+    !runs.is_empty() && runs.iter().all(|r| !r.sweep.is_empty())
+}
+
+/// A sweeping contender's runs regrouped by the sweep's configuration: one list per
+/// configuration, its run in each of `runs`.
 pub(super) fn sweep_points(runs: &[RemoteRun]) -> Vec<Vec<RemoteRun>> {
     let points = runs.iter().map(|r| r.sweep.len()).min().unwrap_or(0);
     (0..points)
@@ -104,7 +113,7 @@ pub(super) fn sweeps(rows: &[PatternRuns]) -> String {
     let mut out = String::new();
     for (pattern, runs) in rows {
         for (contender, done) in runs {
-            if !matches!(*contender, "device" | "fsspec:tuned") || done.is_empty() {
+            if !sweeps_configurations(done) {
                 continue;
             }
             let medians: Vec<String> = sweep_points(done)

@@ -129,25 +129,25 @@ pub(super) fn find_tool(name: &str) -> Option<PathBuf> {
 /// object with the same reads, with the library's defaults (`fsspec`) or each of
 /// [`FSSPEC_TUNINGS`] (`fsspec:tuned`); or with pyarrow's own S3 client (`pyarrow`, S3 only).
 pub(super) struct Fsspec {
+    /// The contender's name, for its errors.
+    client: &'static str,
     python: String,
     url: String,
     endpoint: Option<String>,
-    script: &'static str,
+    /// How the client opens the object (`f`) and reads a range (`read(off, ln)`), before
+    /// [`READ_LOOP`].
+    opening: &'static str,
 }
 
-/// The `pyarrow` contender: pyarrow's `S3FileSystem` (the AWS SDK for C++), a file opened
-/// with `open_input_file` as `pyarrow.parquet` opens one, each read a `read_at`: pyarrow
-/// reads ahead nothing for a file read this way (its Parquet reader asks for a footer's
-/// ranges at once itself), which is what a reader of it gets.
-pub(super) const PYARROW_SCRIPT: &str = r#"
+/// The clients' arguments: the object's URL, the endpoint, a JSON file of reads (`-`: open
+/// the object, say `ok` and stop: the check that the packages are there) and the time cap.
+const ARGUMENTS: &str = r#"
 import json, os, sys, time
 url, endpoint, reads_path, cap = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
-import pyarrow.fs as pafs
-options = {"region": os.environ.get("AWS_REGION", "us-east-1")}
-if endpoint:
-    scheme, _, host = endpoint.partition("://")
-    options.update(endpoint_override=host, scheme=scheme)
-f = pafs.S3FileSystem(**options).open_input_file(url[5:])
+"#;
+
+/// Every client's reads, timed each, after its opening.
+const READ_LOOP: &str = r#"
 if reads_path == "-":
     print("ok"); sys.exit(0)
 reads = json.load(open(reads_path))
@@ -155,16 +155,28 @@ lat, n = [], 0
 t0 = time.perf_counter()
 for off, ln in reads:
     t = time.perf_counter()
-    n += len(f.read_at(ln, off))
+    n += len(read(off, ln))
     lat.append(time.perf_counter() - t)
     if time.perf_counter() - t0 > cap:
         break
 print(json.dumps({"bytes": n, "elapsed_s": time.perf_counter() - t0, "lat": lat}))
 "#;
 
-pub(super) const FSSPEC_SCRIPT: &str = r#"
-import json, sys, time
-url, endpoint, reads_path, cap = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+/// The `pyarrow` contender: pyarrow's `S3FileSystem` (the AWS SDK for C++), a file opened
+/// with `open_input_file` as `pyarrow.parquet` opens one, each read a `read_at`: pyarrow
+/// reads ahead nothing for a file read this way (its Parquet reader asks for a footer's
+/// ranges at once itself), which is what a reader of it gets.
+const PYARROW_OPENING: &str = r#"
+import pyarrow.fs as pafs
+options = {"region": os.environ.get("AWS_REGION", "us-east-1")}
+if endpoint:
+    scheme, _, host = endpoint.partition("://")
+    options.update(endpoint_override=host, scheme=scheme)
+f = pafs.S3FileSystem(**options).open_input_file(url[5:])
+read = lambda off, ln: f.read_at(ln, off)
+"#;
+
+const FSSPEC_OPENING: &str = r#"
 # The file's cache: the library's default, or a cache_type and block_size to try.
 tuning = {"cache_type": sys.argv[5], "block_size": int(sys.argv[6])} if len(sys.argv) > 6 else {}
 if url.startswith("s3://"):
@@ -174,19 +186,9 @@ if url.startswith("s3://"):
 else:
     import fsspec
     f = fsspec.open(url, "rb", **tuning).open()
-if reads_path == "-":
-    print("ok"); sys.exit(0)
-reads = json.load(open(reads_path))
-lat, n = [], 0
-t0 = time.perf_counter()
-for off, ln in reads:
-    t = time.perf_counter()
+def read(off, ln):
     f.seek(off)
-    n += len(f.read(ln))
-    lat.append(time.perf_counter() - t)
-    if time.perf_counter() - t0 > cap:
-        break
-print(json.dumps({"bytes": n, "elapsed_s": time.perf_counter() - t0, "lat": lat}))
+    return f.read(ln)
 "#;
 
 /// The caches `fsspec:tuned` tries on every pattern, as fsspec documents them (`cache_type`,
@@ -205,35 +207,41 @@ pub(super) const FSSPEC_TUNINGS: &[(&str, u64)] = &[
 impl Fsspec {
     /// The fsspec contender, if `python` can open the object with its packages.
     pub(super) fn find(python: &str, link: &Link) -> Option<Fsspec> {
-        Self::find_with(python, link, FSSPEC_SCRIPT)
+        Self::find_with(python, link, "fsspec", FSSPEC_OPENING)
     }
 
     /// The pyarrow contender, if the object is S3's and `python` has pyarrow.
     pub(super) fn find_pyarrow(python: &str, link: &Link) -> Option<Fsspec> {
         link.url
             .starts_with("s3://")
-            .then(|| Self::find_with(python, link, PYARROW_SCRIPT))
+            .then(|| Self::find_with(python, link, "pyarrow", PYARROW_OPENING))
             .flatten()
     }
 
-    fn find_with(python: &str, link: &Link, script: &'static str) -> Option<Fsspec> {
+    fn find_with(
+        python: &str,
+        link: &Link,
+        client: &'static str,
+        opening: &'static str,
+    ) -> Option<Fsspec> {
         let f = Fsspec {
+            client,
             python: python.to_string(),
             url: link.url.clone(),
             endpoint: link
                 .endpoint
                 .clone()
                 .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok()),
-            script,
+            opening,
         };
         let ok = f.command("-", 0.0, None).output().ok()?;
         (ok.status.success() && ok.stdout.starts_with(b"ok")).then_some(f)
     }
 
-    pub(super) fn command(&self, reads: &str, cap: f64, tuning: Option<(&str, u64)>) -> Command {
+    fn command(&self, reads: &str, cap: f64, tuning: Option<(&str, u64)>) -> Command {
         let mut c = Command::new(&self.python);
         c.arg("-c")
-            .arg(self.script)
+            .arg(format!("{ARGUMENTS}{}{READ_LOOP}", self.opening))
             .arg(&self.url)
             .arg(self.endpoint.as_deref().unwrap_or(""))
             .arg(reads)
@@ -285,11 +293,7 @@ impl Fsspec {
             .command(path.to_str().unwrap_or_default(), cap.as_secs_f64(), tuning)
             .output();
         let _ = std::fs::remove_file(&path);
-        let who = if self.script == PYARROW_SCRIPT {
-            "pyarrow"
-        } else {
-            "fsspec"
-        };
+        let who = self.client;
         let out = out.map_err(|e| runtime(format!("{who}: {e}")))?;
         let v: serde_json::Value = serde_json::from_slice(&out.stdout)
             .map_err(|_| runtime(format!("{who} failed ({})", out.status)))?;
