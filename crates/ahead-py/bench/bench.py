@@ -69,24 +69,34 @@ DASK_FILES, DASK_FILE_MB = 16, 64
 
 # -- the child: one contender, one run ----------------------------------------------------------
 
+def s3fs_options_for(endpoint: str) -> dict:
+    """s3fs's options to reach the bench's gateway at `endpoint`."""
+    return {"key": ACCESS, "secret": SECRET, "client_kwargs": {"endpoint_url": endpoint, "region_name": REGION}}
+
+
+def filesystem(who: str, endpoint: str, budget: str):
+    """The filesystem a Parquet reader is given: ahead's fsspec one, s3fs's, or pyarrow's own
+    S3 client (`pyarrow`)."""
+    if who == "ahead":
+        from ahead.fs import AheadFileSystem
+        return AheadFileSystem(target_protocol="s3", budget=budget, **s3fs_options_for(endpoint))
+    if who == "s3fs":
+        import s3fs
+        return s3fs.S3FileSystem(**s3fs_options_for(endpoint))
+    import pyarrow.fs as pafs
+    return pafs.S3FileSystem(access_key=ACCESS, secret_key=SECRET, region=REGION,
+                             endpoint_override=endpoint.split("://")[1], scheme="http")
+
+
 def child(args) -> dict:
     case, who, endpoint = args.case, args.who, args.endpoint
     started = time.perf_counter()
     out: dict = {}
-    s3fs_options = {"key": ACCESS, "secret": SECRET, "client_kwargs": {"endpoint_url": endpoint, "region_name": REGION}}
+    s3fs_options = s3fs_options_for(endpoint)
     if case == "parquet":
         import pyarrow.parquet as pq
         key = f"{BUCKET}/table.parquet"
-        if who == "ahead":
-            from ahead.fs import AheadFileSystem
-            fs = AheadFileSystem(target_protocol="s3", budget=args.budget, **s3fs_options)
-        elif who == "s3fs":
-            import s3fs
-            fs = s3fs.S3FileSystem(**s3fs_options)
-        else:
-            import pyarrow.fs as pafs
-            fs = pafs.S3FileSystem(access_key=ACCESS, secret_key=SECRET, region=REGION,
-                                   endpoint_override=endpoint.split("://")[1], scheme="http")
+        fs = filesystem(who, endpoint, args.budget)
         table = pq.read_table(key, columns=PICKED, filesystem=fs)
         out["rows"] = table.num_rows
         out["bytes"] = table.nbytes
@@ -147,16 +157,7 @@ def child(args) -> dict:
     elif case == "ray":
         import ray
         import ray.data
-        if who == "ahead":
-            from ahead.fs import AheadFileSystem
-            fs = AheadFileSystem(target_protocol="s3", budget=args.budget, **s3fs_options)
-        elif who == "s3fs":
-            import s3fs
-            fs = s3fs.S3FileSystem(**s3fs_options)
-        else:
-            import pyarrow.fs as pafs
-            fs = pafs.S3FileSystem(access_key=ACCESS, secret_key=SECRET, region=REGION,
-                                   endpoint_override=endpoint.split("://")[1], scheme="http")
+        fs = filesystem(who, endpoint, args.budget)
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
         try:
             ray.data.DataContext.get_current().enable_progress_bars = False
