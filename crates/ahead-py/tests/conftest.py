@@ -40,6 +40,29 @@ def random_bytes(n: int, seed: int) -> bytes:
     return random.Random(seed).randbytes(n)
 
 
+def built_engines() -> int:
+    """Engines whose native part this process has built."""
+    import ahead
+    return sum(1 for e in list(ahead._processes.engines) if e._native is not None)
+
+
+def put_parquet_parts(s3, prefix: str):
+    """Six Parquet files of 10,000 rows (8 int columns, row groups of 2,500) under
+    BUCKET/prefix/, put through S3 with s3fs, so the objects have the ETags s3fs's own read
+    asks for; returns that s3fs filesystem. Column c0 runs 0..60,000 across the files."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    s3fs = pytest.importorskip("s3fs")
+    store = s3fs.S3FileSystem(**s3.s3fs_options)
+    for part in range(6):
+        table = pa.table({f"c{i}": pa.array(range(part * 10_000 + i, part * 10_000 + i + 10_000))
+                          for i in range(8)})
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, row_group_size=2_500)
+        store.pipe(f"{BUCKET}/{prefix}/part-{part}.parquet", sink.getvalue().to_pybytes())
+    return store
+
+
 @pytest.fixture
 def data(tmp_path):
     """A 3 MiB + 123 byte file of random bytes (the last page partial) and its bytes."""

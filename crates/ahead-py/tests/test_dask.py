@@ -5,30 +5,14 @@ configuration)."""
 
 import pytest
 
-import ahead
-from conftest import BUCKET
-
-
-def built_engines() -> int:
-    """Engines whose native part this process has built."""
-    return sum(1 for e in list(ahead._processes.engines) if e._native is not None)
+from conftest import BUCKET, built_engines, put_parquet_parts
 
 
 def test_dask_reads_parquet_through_ahead_on_a_cluster_of_processes(s3):
     dd = pytest.importorskip("dask.dataframe")
     distributed = pytest.importorskip("distributed")
     pd = pytest.importorskip("pandas")
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
-    s3fs = pytest.importorskip("s3fs")
-    # Put through S3 (s3fs), so the objects have the ETags s3fs's own read asks for.
-    store = s3fs.S3FileSystem(**s3.s3fs_options)
-    for part in range(6):
-        table = pa.table({f"c{i}": pa.array(range(part * 10_000 + i, part * 10_000 + i + 10_000))
-                          for i in range(8)})
-        sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, row_group_size=2_500)
-        store.pipe(f"{BUCKET}/dask/part-{part}.parquet", sink.getvalue().to_pybytes())
+    put_parquet_parts(s3, "dask")
     columns = ["c0", "c3", "c7"]
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:

@@ -6,14 +6,8 @@ URLs) reads the frame s3fs reads, in Ray's worker processes, each building at mo
 import fsspec
 import pytest
 
-import ahead
 from ahead.fs import AheadFileSystem
-from conftest import BUCKET, need
-
-
-def built_engines() -> int:
-    """Engines whose native part this process has built."""
-    return sum(1 for e in list(ahead._processes.engines) if e._native is not None)
+from conftest import BUCKET, built_engines, need, put_parquet_parts
 
 
 def test_ray_data_reads_parquet_through_ahead_in_worker_processes(s3):
@@ -22,17 +16,9 @@ def test_ray_data_reads_parquet_through_ahead_in_worker_processes(s3):
         import ray.data
     except ImportError:
         need("ray[data] is not installed", "tools/python-env installs it where pip has its wheel")
-    pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
     pd = pytest.importorskip("pandas")
-    s3fs = pytest.importorskip("s3fs")
-    store = s3fs.S3FileSystem(**s3.s3fs_options)
-    for part in range(6):
-        table = pa.table({f"c{i}": pa.array(range(part * 10_000 + i, part * 10_000 + i + 10_000))
-                          for i in range(8)})
-        sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, row_group_size=2_500)
-        store.pipe(f"{BUCKET}/ray/part-{part}.parquet", sink.getvalue().to_pybytes())
+    store = put_parquet_parts(s3, "ray")
     columns = ["c0", "c3", "c7"]
     fs, path = fsspec.core.url_to_fs(f"ahead::s3://{BUCKET}/ray/", s3=s3.s3fs_options)
     assert isinstance(fs, AheadFileSystem)
@@ -40,7 +26,8 @@ def test_ray_data_reads_parquet_through_ahead_in_worker_processes(s3):
 
     @ray.remote
     def engines_in_worker():
-        # Self-contained: Ray's workers cannot import this test module.
+        # Self-contained (conftest's built_engines, inline): Ray's workers cannot import the
+        # tests' modules.
         import os
         import ahead as in_worker
         return os.getpid(), sum(1 for e in list(in_worker._processes.engines) if e._native is not None)
