@@ -350,6 +350,68 @@ fn faults_through_the_proxy_change_no_byte_and_lose_no_read() {
     assert_eq!((failed, stats.io_errors), (0, 0), "{stats:?}");
 }
 
+/// Reads the engine splits into parallel GETs (`split_ahead=true`: 2 MiB parts), every
+/// connection cut after 300 KB (mid-part) and no retries by the store's client: a read whose
+/// part was cut fails as a whole (its other parts stopped and waited for, nothing of it
+/// cached), the reader's one retry is one request, and once the link is whole every byte read
+/// again through the same engine is the object's.
+#[test]
+fn a_read_in_parts_with_a_part_cut_off_fails_whole_and_caches_nothing() {
+    let Some(gw) = gateway() else { return };
+    let Some(toxi) = need(servers::toxiproxy()) else {
+        return;
+    };
+    let size = 24 << 20;
+    let bytes = common::content(size, 21);
+    put(&gw.url(), "parts.bin", &bytes);
+    let proxy = toxi.proxy("parts", gw.addr);
+    let engine = s3_engine(
+        &proxy.url(),
+        "none",
+        64 << 20,
+        &[("max_retries", "0"), ("split_ahead", "true")],
+    );
+    let url = format!("s3://{BUCKET}/parts.bin");
+    toxi.toxic(
+        &proxy,
+        "limit_data",
+        "downstream",
+        1.0,
+        r#"{"bytes":300000}"#,
+    );
+    // The open's GET (the object's last 68 KiB) gets through a cut connection too.
+    let file = engine.open(&url).unwrap();
+    let (mut failed, mut read) = (0, 0);
+    for at in (0..size as u64).step_by(8 << 20) {
+        match read_full(&file, at, 8 << 20) {
+            Ok(got) => {
+                assert!(
+                    got == bytes[at as usize..at as usize + got.len()],
+                    "bytes differ at {at}"
+                );
+                read += 1;
+            }
+            Err(e) => {
+                assert!(!e.to_string().contains(SECRET_KEY), "{e}");
+                failed += 1;
+            }
+        }
+    }
+    assert_eq!((failed, read), (3, 0), "every read met a cut connection");
+    // Each failed once and was tried once more, the rest of it as one request: not a request
+    // a page (2,048 for each).
+    let requests = engine.stats().requests;
+    assert!(requests <= 3 * 4, "{requests} requests for 3 reads");
+    toxi.remove_toxic(&proxy, "limit_data_downstream");
+    for at in (0..size as u64).step_by(1 << 20) {
+        let got = read_full(&file, at, 1 << 20).unwrap();
+        assert!(
+            got == bytes[at as usize..at as usize + got.len()],
+            "bytes differ at {at} after the failures"
+        );
+    }
+}
+
 #[test]
 fn slow_down_answers_are_retried_and_change_no_byte() {
     let Some(gw) = gateway() else { return };

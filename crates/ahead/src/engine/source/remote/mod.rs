@@ -5,8 +5,10 @@
 //! request the engine issues (object_store's own coalescing, `get_ranges`, is not used: the
 //! policy is the one deciding sizes). A remote source has no descriptor, so it is read through
 //! [`Source::read`] on a pool of threads (the `threads` backend's, or the one `uring` keeps
-//! for such sources): each worker waits on one GET, which runs on a small tokio runtime, and
-//! the pool's size is how many are in flight.
+//! for such sources): each worker waits on one request's GETs, which run on a small tokio
+//! runtime and copy their bodies into the cache's slots as they arrive (the worker is woken
+//! once a GET, not once a piece of a body), and the pool's size is how many requests are in
+//! flight.
 //!
 //! **Sized for the link.** Its [`Limits`] give requests of up to 8 MiB (what S3's guidance and
 //! mountpoint-s3 use for ranged GETs) and start the engine's meter from the simulator's model

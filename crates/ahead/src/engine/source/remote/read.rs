@@ -64,19 +64,96 @@ impl Drop for TailHeld {
     }
 }
 
-/// What a GET's task hands the waiting thread, in order: the version answered, then the body.
-pub(super) enum Piece {
-    Version {
-        e_tag: Option<String>,
-        size: u64,
-        last_modified_ns: i64,
-    },
-    Body(bytes::Bytes),
+/// Where a GET's body goes: each piece at its offset from the read's start. Called on the
+/// runtime's threads as pieces arrive, by the parts of one read at once (their ranges are
+/// disjoint), so it is `Sync`.
+pub(super) type Sink<'a> = dyn Fn(u64, &[u8]) + Sync + 'a;
+
+/// A [`Sink`] lent to the GETs' tasks, which the runtime wants `'static`. Sound because
+/// [`RemoteSource::get`] does not return before every task holding it has ended (see there).
+#[derive(Clone, Copy)]
+struct LentSink(*const Sink<'static>);
+
+// SAFETY: a `Sink` is `Sync`; the pointer is only dereferenced while `get` waits for the tasks.
+unsafe impl Send for LentSink {}
+unsafe impl Sync for LentSink {}
+
+impl LentSink {
+    fn lend(sink: &Sink<'_>) -> LentSink {
+        // SAFETY: only the lifetime is erased; see the type's comment for why it holds.
+        LentSink(unsafe { std::mem::transmute::<*const Sink<'_>, *const Sink<'static>>(sink) })
+    }
+
+    /// # Safety
+    /// Only while the `get` that lent it waits.
+    unsafe fn put(self, at: u64, piece: &[u8]) {
+        unsafe { (*self.0)(at, piece) }
+    }
 }
 
-/// Body pieces a GET may have received ahead of the thread copying them out: the memory a GET
-/// holds outside the cache is this many of the HTTP stack's chunks, not the whole range.
-pub(super) const PIECES_AHEAD: usize = 4;
+/// The version an object was opened at, which every answer must be.
+#[derive(Clone)]
+struct Opened {
+    size: u64,
+    e_tag: Option<String>,
+    last_modified_ns: i64,
+}
+
+impl Opened {
+    /// Whether an answer of `size` bytes with `e_tag` and `last_modified_ns` is of another
+    /// version than this one: its size, or its ETag where both have one, or else its
+    /// Last-Modified where both have one (an answer without the ETag its listing gave is
+    /// still held to the time).
+    fn changed(&self, e_tag: &Option<String>, size: u64, last_modified_ns: i64) -> bool {
+        let e_tag = e_tag
+            .as_ref()
+            .filter(|tag| !tag.trim_matches('"').is_empty());
+        size != self.size
+            || match (&self.e_tag, e_tag) {
+                (Some(opened), Some(now)) => opened != now,
+                // To the second: an HTTP date's, though a listing may have given finer.
+                _ => {
+                    const SECOND: i64 = 1_000_000_000;
+                    self.last_modified_ns != 0
+                        && last_modified_ns != 0
+                        && last_modified_ns.div_euclid(SECOND)
+                            != self.last_modified_ns.div_euclid(SECOND)
+                }
+            }
+    }
+}
+
+/// [`ReadOp::copy_in`] as a [`Sink`]: the parts of one read copy into disjoint bytes of its
+/// slots, from several of the runtime's threads at once.
+struct OpSink<'a>(&'a ReadOp);
+
+// SAFETY: `copy_in` writes only the bytes of the op's slots it is given, and the parts' ranges
+// are disjoint; nothing else of the op is touched.
+unsafe impl Sync for OpSink<'_> {}
+
+impl OpSink<'_> {
+    fn put(&self, at: u64, piece: &[u8]) -> usize {
+        self.0.copy_in(at as usize, piece)
+    }
+}
+
+/// A buffer the parts of one read copy into, at disjoint ranges, from the runtime's threads.
+struct BufferSink {
+    start: *mut u8,
+    len: usize,
+}
+
+// SAFETY: as `OpSink`: disjoint ranges of a buffer its lender does not touch meanwhile.
+unsafe impl Sync for BufferSink {}
+
+impl BufferSink {
+    fn put(&self, at: u64, piece: &[u8]) {
+        let at = at as usize;
+        let n = piece.len().min(self.len.saturating_sub(at));
+        // SAFETY: within the lent buffer (clipped above); ranges of parts are disjoint.
+        unsafe { std::ptr::copy_nonoverlapping(piece.as_ptr(), self.start.add(at), n) };
+    }
+}
 
 /// The smallest part of a read fetched in parallel parts, and the most parts.
 pub(super) const PART_BYTES: u64 = 2 << 20;
@@ -116,56 +193,44 @@ impl RemoteSource {
         })
     }
 
-    /// Whether an answer of `size` bytes with `e_tag` and `last_modified_ns` is of another
-    /// version than the one opened: its size, or its ETag where both have one, or else its
-    /// Last-Modified where both have one (an answer without the ETag its listing gave is
-    /// still held to the time).
-    fn changed(&self, e_tag: &Option<String>, size: u64, last_modified_ns: i64) -> bool {
-        let e_tag = e_tag
-            .as_ref()
-            .filter(|tag| !tag.trim_matches('"').is_empty());
-        size != self.size
-            || match (&self.e_tag, e_tag) {
-                (Some(opened), Some(now)) => opened != now,
-                // To the second: an HTTP date's, though a listing may have given finer.
-                _ => {
-                    const SECOND: i64 = 1_000_000_000;
-                    self.last_modified_ns != 0
-                        && last_modified_ns != 0
-                        && last_modified_ns.div_euclid(SECOND)
-                            != self.last_modified_ns.div_euclid(SECOND)
-                }
-            }
+    /// The version it was opened at.
+    fn opened(&self) -> Opened {
+        Opened {
+            size: self.size,
+            e_tag: self.e_tag.clone(),
+            last_modified_ns: self.last_modified_ns,
+        }
     }
 
     /// Bytes `[start, end)` of the object as opened, as `parts` ranged GETs in parallel (equal
-    /// parts, page-aligned), handed to `sink` piece by piece as they arrive (at their offset
-    /// from `start`), so no copy of the whole range is ever held outside the cache. An error
-    /// if the object changed or any body falls short; the caller keeps nothing of a failed read.
-    fn get(
-        &self,
-        start: u64,
-        end: u64,
-        parts: u64,
-        sink: &mut dyn FnMut(u64, &[u8]),
-    ) -> io::Result<()> {
+    /// parts, page-aligned), each piece handed to `sink` (at its offset from `start`) by the
+    /// GET's own task on the runtime as it arrives: no copy of the range is held outside the
+    /// cache, and this thread is woken once a GET, not once a piece. An error if the object
+    /// changed or any body falls short; the caller keeps nothing of a failed read.
+    ///
+    /// The tasks borrow `sink`, so this returns only once every one of them has ended: each
+    /// holds a sender of `finished`, which closes when the last is dropped; on the first
+    /// error the others are aborted (a task's future is dropped at its next await, never in a
+    /// copy) and waited for all the same.
+    fn get(&self, start: u64, end: u64, parts: u64, sink: &Sink<'_>) -> io::Result<()> {
+        let runtime = runtime()?;
         let want = end - start;
         let part = want.div_ceil(parts.max(1)).next_multiple_of(PAGE_SIZE);
         let ranges: Vec<(u64, u64)> = (start..end)
             .step_by(part as usize)
             .map(|from| (from, (from + part).min(end)))
             .collect();
-        // The GETs run on the runtime's threads (their stacks, their connection pool); this
-        // thread, one of the engine's pool with a small stack, copies out what arrives.
-        let (pieces, mut arriving) = tokio::sync::mpsc::channel(PIECES_AHEAD * ranges.len());
-        for (index, &(from, to)) in ranges.iter().enumerate() {
+        let lent = LentSink::lend(sink);
+        let (finished, mut ending) = tokio::sync::mpsc::unbounded_channel::<io::Result<()>>();
+        let mut tasks = Vec::with_capacity(ranges.len());
+        for &(from, to) in &ranges {
             let options = GetOptions {
                 range: Some(GetRange::Bounded(from..to)),
                 if_match: self.e_tag.clone(),
                 // With no ETag, the time it was opened at, rounded up to the next second: HTTP
                 // dates are to the second, and a server that compares its file's finer time
                 // with one rounded down refuses the version opened (versitygw does). Each
-                // answer's Last-Modified is checked as well (`changed`).
+                // answer's Last-Modified is checked as well (`Opened::changed`).
                 if_unmodified_since: (self.e_tag.is_none() && self.last_modified_ns != 0).then(
                     || {
                         let next_second = self.last_modified_ns.div_euclid(1_000_000_000) + 1;
@@ -175,80 +240,80 @@ impl RemoteSource {
                 ..GetOptions::default()
             };
             let (store, location) = (self.store.clone(), self.location.clone());
-            let (pieces, link) = (pieces.clone(), self.link.clone());
+            let (name, opened, link) = (self.name.clone(), self.opened(), self.link.clone());
+            let finished = finished.clone();
             let in_flight = self.link.sending();
-            runtime()?.spawn(async move {
+            tasks.push(runtime.spawn(async move {
                 let _in_flight = in_flight;
                 use futures_util::StreamExt;
                 let sent = std::time::Instant::now();
-                let got = match store.get_opts(&location, options).await {
-                    Ok(got) => got,
-                    Err(e) => return drop(pieces.send((index, Err(e))).await),
-                };
-                let version = Piece::Version {
-                    e_tag: got.meta.e_tag.clone(),
-                    size: got.meta.size,
-                    last_modified_ns: got.meta.last_modified.timestamp_nanos_opt().unwrap_or(0),
-                };
-                if pieces.send((index, Ok(version))).await.is_err() {
-                    return; // the reader gave up
-                }
-                let first_byte = sent.elapsed();
-                let mut body = got.into_stream();
-                let mut streamed = 0;
-                while let Some(piece) = body.next().await {
-                    let failed = piece.is_err();
-                    streamed += piece.as_ref().map_or(0, |b| b.len() as u64);
-                    if pieces.send((index, piece.map(Piece::Body))).await.is_err() || failed {
-                        return;
-                    }
-                }
-                link.record(first_byte, streamed, sent.elapsed() - first_byte);
-            });
-        }
-        drop(pieces);
-        let mut received = vec![0u64; ranges.len()];
-        while let Some((index, piece)) = arriving.blocking_recv() {
-            match piece.map_err(|e| store_error(&self.name, "read failed", e))? {
-                // A server that ignores If-Match (lighttpd does, for ranges) still names what
-                // it sent.
-                Piece::Version {
-                    e_tag,
-                    size,
-                    last_modified_ns,
-                } => {
-                    if self.changed(&e_tag, size, last_modified_ns) {
+                let part = async {
+                    let got = store
+                        .get_opts(&location, options)
+                        .await
+                        .map_err(|e| store_error(&name, "read failed", e))?;
+                    // A server that ignores If-Match (lighttpd does, for ranges) still names
+                    // what it sent.
+                    let last_modified_ns = got.meta.last_modified.timestamp_nanos_opt();
+                    if opened.changed(
+                        &got.meta.e_tag,
+                        got.meta.size,
+                        last_modified_ns.unwrap_or(0),
+                    ) {
                         return Err(io::Error::new(
                             io::ErrorKind::InvalidData,
                             format!(
                                 "{}: read failed: the object changed since it was opened",
-                                self.name.display()
+                                name.display()
                             ),
                         ));
                     }
-                }
-                Piece::Body(bytes) => {
-                    let (from, to) = ranges[index];
-                    let got = &mut received[index];
-                    let n = bytes.len().min((to - from - *got) as usize);
-                    sink(from - start + *got, &bytes[..n]);
-                    *got += n as u64;
+                    let first_byte = sent.elapsed();
+                    let mut body = got.into_stream();
+                    let mut received = 0;
+                    while let Some(piece) = body.next().await {
+                        let piece = piece.map_err(|e| store_error(&name, "read failed", e))?;
+                        let n = piece.len().min((to - from - received) as usize);
+                        // SAFETY: `get` waits for this task before it returns.
+                        unsafe { lent.put(from - start + received, &piece[..n]) };
+                        received += n as u64;
+                    }
+                    if received < to - from {
+                        return Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            format!(
+                                "{}: short read: {received} bytes of {} at {from}",
+                                name.display(),
+                                to - from
+                            ),
+                        ));
+                    }
+                    link.record(first_byte, received, sent.elapsed() - first_byte);
+                    Ok(())
+                };
+                let _ = finished.send(part.await);
+            }));
+        }
+        drop(finished);
+        let (mut answered, mut failed) = (0, None);
+        while let Some(ended) = ending.blocking_recv() {
+            answered += 1;
+            if let (Err(e), None) = (ended, &failed) {
+                failed = Some(e);
+                for task in &tasks {
+                    task.abort();
                 }
             }
         }
-        for (&(from, to), &got) in ranges.iter().zip(&received) {
-            if got < to - from {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!(
-                        "{}: short read: {got} bytes of {} at {from}",
-                        self.name.display(),
-                        to - from
-                    ),
-                ));
-            }
+        match failed {
+            Some(e) => Err(e),
+            // A task that ended without its answer (it panicked) brought no whole part.
+            None if answered < ranges.len() => Err(io::Error::other(format!(
+                "{}: read failed: a GET ended without an answer",
+                self.name.display()
+            ))),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -319,10 +384,13 @@ impl Source for RemoteSource {
             (_, SplitAhead::Auto) => self.link.ahead_parts_now(end - start),
             (_, SplitAhead::Never) => 1,
         };
-        self.get(start, end, parts, &mut |at, piece| {
-            copied += op.copy_in(at as usize, piece);
+        let into = OpSink(op);
+        let copied_in = AtomicU64::new(copied as u64);
+        self.get(start, end, parts, &|at, piece| {
+            let n = into.put(at, piece);
+            copied_in.fetch_add(n as u64, Ordering::Relaxed);
         })?;
-        Ok(copied)
+        Ok(copied_in.into_inner() as usize)
     }
     fn read_page_uncached(&self, page: u64, from: usize, dst: &mut [u8]) -> io::Result<usize> {
         let start = (page * PAGE_SIZE + from as u64).min(self.size);
@@ -334,7 +402,11 @@ impl Source for RemoteSource {
             dst[at as usize..at as usize + piece.len()].copy_from_slice(piece);
         };
         if self.read_from_tail(start, end, &mut copy).is_none() {
-            self.get(start, end, 1, &mut copy)?;
+            let into = BufferSink {
+                start: dst.as_mut_ptr(),
+                len: dst.len(),
+            };
+            self.get(start, end, 1, &|at, piece| into.put(at, piece))?;
         }
         Ok((end - start) as usize)
     }
