@@ -205,57 +205,51 @@ impl ReadDriver for EngineRead<'_, '_> {
     }
 
     fn reach(&mut self, page: u64) -> Reached {
-        loop {
-            let (from, want) = self.cur.piece_of(page);
-            let Some(lookup) = self.look_up(page, from, want) else {
-                return Reached::Pending;
-            };
-            let cur = &mut *self.cur;
-            match lookup {
-                Lookup::Copied { n, whole, .. } => {
-                    // It was not ready when the read began (the hits were copied before).
-                    cur.misses += 1;
-                    cur.done += n;
-                    cur.attempts = 0;
-                    return Reached::Taken { last: !whole };
+        let (from, want) = self.cur.piece_of(page);
+        let Some(lookup) = self.look_up(page, from, want) else {
+            return Reached::Pending;
+        };
+        let cur = &mut *self.cur;
+        match lookup {
+            Lookup::Copied { n, whole, .. } => {
+                // It was not ready when the read began (the hits were copied before).
+                cur.misses += 1;
+                cur.done += n;
+                cur.attempts = 0;
+                Reached::Taken { last: !whole }
+            }
+            // Past the end the file had when opened (it grew): read past the cache.
+            Lookup::Absent if cur.attempts < ATTEMPTS && page < self.file.data.pages() => {
+                Reached::Absent
+            }
+            Lookup::Absent => {
+                // Read and lost again and again: read this page past the cache.
+                cur.misses += 1;
+                let dst = &mut self.buf[cur.done..cur.done + want];
+                match self.file.data.source.read_page_uncached(page, from, dst) {
+                    Ok(n) => {
+                        cur.done += n;
+                        cur.attempts = 0;
+                        Reached::Taken { last: n < want }
+                    }
+                    Err(e) => {
+                        cur.result = Err(e);
+                        Reached::Stopped
+                    }
                 }
-                // Past the end the file had when opened (it grew): read past the cache.
-                Lookup::Absent if cur.attempts < ATTEMPTS && page < self.file.data.pages() => {
-                    return Reached::Absent;
-                }
-                Lookup::Absent => {
-                    // Read and lost again and again: read this page past the cache.
-                    cur.misses += 1;
-                    let dst = &mut self.buf[cur.done..cur.done + want];
-                    return match self.file.data.source.read_page_uncached(page, from, dst) {
-                        Ok(n) => {
-                            cur.done += n;
-                            cur.attempts = 0;
-                            Reached::Taken { last: n < want }
-                        }
-                        Err(e) => {
-                            cur.result = Err(e);
-                            Reached::Stopped
-                        }
-                    };
-                }
-                Lookup::Failed(f) if cur.retried_page != Some(page) => {
-                    // It may have been an ahead read that failed: try once more, for this
-                    // reader, the rest of its read from this page as one request (as a miss
-                    // is read), not page by page: a failed 8 MiB read of an object retried
-                    // a page at a time was 2,048 round trips.
-                    cur.retried_page = Some(page);
-                    drop(f);
-                    let read_end = cur.walk.pages.end;
-                    let cap = crate::policy::run_cap_pages(self.cache_pages());
-                    let pages = read_end.saturating_sub(page).clamp(1, cap);
-                    let io = self.file.aligned(IoRequest::sync(page, pages));
-                    self.request(io);
-                }
-                Lookup::Failed(f) => {
-                    cur.result = Err(f.error());
-                    return Reached::Stopped;
-                }
+            }
+            Lookup::Failed(f) if cur.retried_page != Some(page) => {
+                // It may have been an ahead read that failed: for this reader, once, the
+                // page is absent, and the walk reads it with the rest of the read as any
+                // miss (one request, not page by page: a failed 8 MiB read of an object
+                // retried a page at a time was 2,048 round trips).
+                cur.retried_page = Some(page);
+                drop(f);
+                Reached::Absent
+            }
+            Lookup::Failed(f) => {
+                cur.result = Err(f.error());
+                Reached::Stopped
             }
         }
     }

@@ -132,8 +132,8 @@ struct OpSink<'a>(&'a ReadOp);
 unsafe impl Sync for OpSink<'_> {}
 
 impl OpSink<'_> {
-    fn put(&self, at: u64, piece: &[u8]) -> usize {
-        self.0.copy_in(at as usize, piece)
+    fn put(&self, at: u64, piece: &[u8]) {
+        self.0.copy_in(at as usize, piece);
     }
 }
 
@@ -362,14 +362,15 @@ impl Source for RemoteSource {
         if end <= start {
             return Ok(0);
         }
-        let mut copied = 0;
+        let into = OpSink(op);
+        let put = |at: u64, piece: &[u8]| into.put(at, piece);
+        // Every byte of `[start, end)` lands in the op's slots, or the read is an error.
+        let read = (end - start) as usize;
         if self
-            .read_from_tail(start, end, &mut |at, piece| {
-                copied += op.copy_in(at as usize, piece);
-            })
+            .read_from_tail(start, end, &mut |at, piece| put(at, piece))
             .is_some()
         {
-            return Ok(copied);
+            return Ok(read);
         }
         // A read its reader waits for comes in parts, in parallel (see `parts`, and more
         // where one connection is capped: `LinkRate::waiting_parts`); a read ahead, the size
@@ -384,13 +385,8 @@ impl Source for RemoteSource {
             (_, SplitAhead::Auto) => self.link.ahead_parts_now(end - start),
             (_, SplitAhead::Never) => 1,
         };
-        let into = OpSink(op);
-        let copied_in = AtomicU64::new(copied as u64);
-        self.get(start, end, parts, &|at, piece| {
-            let n = into.put(at, piece);
-            copied_in.fetch_add(n as u64, Ordering::Relaxed);
-        })?;
-        Ok(copied_in.into_inner() as usize)
+        self.get(start, end, parts, &put)?;
+        Ok(read)
     }
     fn read_page_uncached(&self, page: u64, from: usize, dst: &mut [u8]) -> io::Result<usize> {
         let start = (page * PAGE_SIZE + from as u64).min(self.size);
@@ -398,15 +394,16 @@ impl Source for RemoteSource {
         if end <= start {
             return Ok(0);
         }
-        let mut copy = |at: u64, piece: &[u8]| {
-            dst[at as usize..at as usize + piece.len()].copy_from_slice(piece);
+        let into = BufferSink {
+            start: dst.as_mut_ptr(),
+            len: dst.len(),
         };
-        if self.read_from_tail(start, end, &mut copy).is_none() {
-            let into = BufferSink {
-                start: dst.as_mut_ptr(),
-                len: dst.len(),
-            };
-            self.get(start, end, 1, &|at, piece| into.put(at, piece))?;
+        let put = |at: u64, piece: &[u8]| into.put(at, piece);
+        if self
+            .read_from_tail(start, end, &mut |at, piece| put(at, piece))
+            .is_none()
+        {
+            self.get(start, end, 1, &put)?;
         }
         Ok((end - start) as usize)
     }
