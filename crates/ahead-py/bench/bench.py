@@ -379,7 +379,7 @@ def main() -> None:
     try:
         gw_port = free_port()
         gw = subprocess.Popen([tool("versitygw"), "--access", ACCESS, "--secret", SECRET, "--region", REGION, "--quiet",
-                               "--port", f"127.0.0.1:{gw_port}", "posix", str(root)],
+                               "--keep-alive", "--port", f"127.0.0.1:{gw_port}", "posix", str(root)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs.append(gw)
         wait_port(gw_port, gw)

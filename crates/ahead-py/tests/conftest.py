@@ -107,7 +107,7 @@ def s3(tmp_path_factory):
     port = free_port()
     log = open(root / "server.log", "wb")
     proc = subprocess.Popen([binary, "--access", ACCESS_KEY, "--secret", SECRET_KEY, "--region", REGION,
-                             "--quiet", "--port", f"127.0.0.1:{port}", "posix", str(root)],
+                             "--quiet", "--keep-alive", "--port", f"127.0.0.1:{port}", "posix", str(root)],
                             stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     deadline = time.monotonic() + 10
     while True:

@@ -298,6 +298,9 @@ fn faults_through_the_proxy_change_no_byte_and_lose_no_read() {
                 ("max_retries", retries),
                 ("timeout", "2s"),
                 ("retry_timeout", "120"),
+                // A connection for every request: toxiproxy draws its toxics once a
+                // connection, and a pool would keep only those that drew none.
+                ("pool_max_idle_per_host", "0"),
             ],
         );
         // The open's HEAD meets the faults too; without retries, try it again here (the

@@ -153,7 +153,9 @@ pub fn versitygw(buckets: &[&str]) -> Result<Server, String> {
         .args([
             "--access", ACCESS_KEY, "--secret", SECRET_KEY, "--region", REGION,
         ])
-        .args(["--quiet", "--port", &addr.to_string(), "posix"])
+        // Connections kept alive between requests, as object stores keep them (versitygw
+        // closes each after its answer unless told).
+        .args(["--quiet", "--keep-alive", "--port", &addr.to_string(), "posix"])
         .arg(&root);
     start(command, addr, dir, "versitygw")
 }

@@ -45,6 +45,7 @@
 //! rustls with ring, which the first open installs as rustls's process-wide crypto provider
 //! unless the program has installed its own.
 
+mod http_client;
 mod link_rate;
 mod listing;
 mod read;

@@ -2,6 +2,7 @@
 //! origin and options, and shared), the runtime its requests run on, how they retry, and the
 //! errors they end in, named by the object and never showing a secret.
 
+use super::http_client::BoundedConnector;
 use super::*;
 use crate::per_process::PerProcess;
 
@@ -100,7 +101,8 @@ pub(super) fn store_and_location(
         let (store, link) = shared_store(place, remote_options, || {
             let mut builder = AmazonS3Builder::from_env()
                 .with_bucket_name(&url.authority)
-                .with_retry(retry.clone());
+                .with_retry(retry.clone())
+                .with_http_connector(BoundedConnector::default());
             let mut endpoint = std::env::var("AWS_ENDPOINT_URL").ok();
             for (key, value) in options.iter() {
                 let parsed: AmazonS3ConfigKey =
@@ -126,12 +128,16 @@ pub(super) fn store_and_location(
                 let parsed: ClientConfigKey = key.parse().map_err(|_| unknown_option(name, key))?;
                 client = client.with_config(parsed, value);
             }
+            let mut connector = BoundedConnector::default();
             if let Some((user, password)) = &url.credentials {
-                client = client.with_default_headers(basic_auth(user, password));
+                // Reqwest's client, where the options want it, takes them from the options.
+                connector.headers = basic_auth(user, password);
+                client = client.with_default_headers(connector.headers.clone());
             }
             let store = object_store::http::HttpBuilder::new()
                 .with_url(url.place.as_str())
                 .with_client_options(client)
+                .with_http_connector(connector)
                 .with_retry(retry)
                 .build()
                 .map_err(|e| store_error(name, "cannot reach it", e))?;
