@@ -495,3 +495,47 @@ fn cat_never_prints_a_password_from_a_url() {
         );
     }
 }
+
+/// HTTPS through the stores' own client (hyper, each connection's read buffer fixed): a
+/// server whose certificate the process trusts (`SSL_CERT_FILE`, where the platform's verifier
+/// looks on Linux) is read byte for byte; the same server, trusted by nothing, is refused on
+/// open with a clear error.
+#[test]
+fn cat_of_https_reads_what_the_platform_trusts_and_refuses_the_rest() {
+    let Some(web) = servers::need(servers::lighttpd_https()) else {
+        return;
+    };
+    let bytes: Vec<u8> = (0..3_000_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(web.dir.0.join("docs/object.bin"), &bytes).unwrap();
+    let url = format!("https://{}/object.bin", web.addr);
+    let cat = |trusted: Option<&Path>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ahead"));
+        command.args(["cat", &url]).env_remove("SSL_CERT_DIR");
+        for proxy in [
+            "HTTP_PROXY",
+            "http_proxy",
+            "HTTPS_PROXY",
+            "https_proxy",
+            "ALL_PROXY",
+            "all_proxy",
+        ] {
+            command.env_remove(proxy);
+        }
+        match trusted {
+            Some(pem) => command.env("SSL_CERT_FILE", pem),
+            None => command.env_remove("SSL_CERT_FILE"),
+        };
+        command.output().expect("ahead runs")
+    };
+    let out = cat(Some(&web.dir.0.join("server.pem")));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        out.stdout == bytes,
+        "the bytes differ ({} read)",
+        out.stdout.len()
+    );
+    assert_clean_failure(&cat(None), 1, "certificate");
+}

@@ -139,8 +139,16 @@ fn start(
 }
 
 /// versitygw over a fresh directory, with one bucket per name in `buckets` (a bucket of its
-/// posix backend is a directory at the top).
+/// posix backend is a directory at the top), keeping connections alive between requests, as
+/// object stores do.
 pub fn versitygw(buckets: &[&str]) -> Result<Server, String> {
+    versitygw_with(buckets, true)
+}
+
+/// [`versitygw`], closing each connection after its answer unless `keep_alive` (versitygw's
+/// own default): a test of faults that toxiproxy draws once a connection wants a connection a
+/// request.
+pub fn versitygw_with(buckets: &[&str], keep_alive: bool) -> Result<Server, String> {
     let bin = tool("versitygw")?;
     let dir = Scratch::new("versitygw");
     let root = dir.0.join("root");
@@ -153,9 +161,9 @@ pub fn versitygw(buckets: &[&str]) -> Result<Server, String> {
         .args([
             "--access", ACCESS_KEY, "--secret", SECRET_KEY, "--region", REGION,
         ])
-        // Connections kept alive between requests, as object stores keep them (versitygw
-        // closes each after its answer unless told).
-        .args(["--quiet", "--keep-alive", "--port", &addr.to_string(), "posix"])
+        .arg("--quiet")
+        .args(keep_alive.then_some("--keep-alive"))
+        .args(["--port", &addr.to_string(), "posix"])
         .arg(&root);
     start(command, addr, dir, "versitygw")
 }

@@ -44,6 +44,11 @@
 //! test servers). Errors name the object and what failed, never a key or a secret. TLS is
 //! rustls with ring, which the first open installs as rustls's process-wide crypto provider
 //! unless the program has installed its own.
+//!
+//! **Memory outside the cache.** The stores' requests go through hyper with every connection
+//! reading into a buffer of one fixed size (`http_client.rs`), so the connections a process
+//! keeps open, busy or idle in the pool, hold a bounded amount each beside the budget; a store
+//! given a proxy or an HTTP/2 option keeps reqwest's client, whose buffers are not bounded.
 
 mod http_client;
 mod link_rate;
