@@ -60,6 +60,13 @@ const PROXY_ENV: &[&str] = &[
     "all_proxy",
 ];
 
+/// Whether the environment names a proxy, where reqwest would look for one.
+fn proxy_in_env() -> bool {
+    PROXY_ENV
+        .iter()
+        .any(|k| std::env::var_os(k).is_some_and(|v| !v.is_empty()))
+}
+
 /// Builds a store's [`HttpClient`]: the bounded one where it serves the options, reqwest's
 /// where it does not. `headers` go on every request (reqwest's default headers, which the
 /// options hold but do not show: an HTTP URL's credentials).
@@ -74,10 +81,7 @@ impl BoundedConnector {
     pub(super) fn serves(options: &ClientOptions) -> bool {
         let set = |key: ClientConfigKey| options.get_config_value(&key).is_some();
         let on = |key: ClientConfigKey| options.get_config_value(&key).is_some_and(|v| truthy(&v));
-        let proxy_env = PROXY_ENV
-            .iter()
-            .any(|k| std::env::var_os(k).is_some_and(|v| !v.is_empty()));
-        !(proxy_env
+        !(proxy_in_env()
             || set(ClientConfigKey::ProxyUrl)
             || set(ClientConfigKey::ProxyCaCertificate)
             || set(ClientConfigKey::ProxyExcludes)
@@ -446,9 +450,7 @@ mod tests {
     fn a_proxy_or_http2_option_goes_to_reqwest() {
         let plain = ClientOptions::new();
         // The environment this test runs in may name a proxy; then nothing is bounded.
-        let env_proxy = PROXY_ENV
-            .iter()
-            .any(|k| std::env::var_os(k).is_some_and(|v| !v.is_empty()));
+        let env_proxy = proxy_in_env();
         assert_eq!(BoundedConnector::serves(&plain), !env_proxy);
         for (key, value) in [
             (ClientConfigKey::ProxyUrl, "http://127.0.0.1:1"),

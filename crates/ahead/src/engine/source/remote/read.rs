@@ -174,23 +174,21 @@ pub(super) fn parts(bytes: u64) -> u64 {
 
 impl RemoteSource {
     /// Bytes `[start, end)` handed to `sink` (at their offset from `start`) from the tail the
-    /// open fetched, if it lies within it; the tail is dropped by the first read either way
-    /// (a reader that starts elsewhere reads on from there).
-    fn read_from_tail(
-        &self,
-        start: u64,
-        end: u64,
-        sink: &mut dyn FnMut(u64, &[u8]),
-    ) -> Option<usize> {
-        let tail = self.tail.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+    /// open fetched, if it lies within it: whether they were. The tail is dropped by the first
+    /// read either way (a reader that starts elsewhere reads on from there).
+    fn read_from_tail(&self, start: u64, end: u64, sink: &Sink<'_>) -> bool {
+        let Some(tail) = self.tail.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            return false;
+        };
         let tail_end = tail.start + tail.bytes.len() as u64;
-        (start >= tail.start && end <= tail_end).then(|| {
+        let within = start >= tail.start && end <= tail_end;
+        if within {
             sink(
                 0,
                 &tail.bytes[(start - tail.start) as usize..(end - tail.start) as usize],
             );
-            (end - start) as usize
-        })
+        }
+        within
     }
 
     /// The version it was opened at.
@@ -366,10 +364,7 @@ impl Source for RemoteSource {
         let put = |at: u64, piece: &[u8]| into.put(at, piece);
         // Every byte of `[start, end)` lands in the op's slots, or the read is an error.
         let read = (end - start) as usize;
-        if self
-            .read_from_tail(start, end, &mut |at, piece| put(at, piece))
-            .is_some()
-        {
+        if self.read_from_tail(start, end, &put) {
             return Ok(read);
         }
         // A read its reader waits for comes in parts, in parallel (see `parts`, and more
@@ -399,10 +394,7 @@ impl Source for RemoteSource {
             len: dst.len(),
         };
         let put = |at: u64, piece: &[u8]| into.put(at, piece);
-        if self
-            .read_from_tail(start, end, &mut |at, piece| put(at, piece))
-            .is_none()
-        {
+        if !self.read_from_tail(start, end, &put) {
             self.get(start, end, 1, &put)?;
         }
         Ok((end - start) as usize)
