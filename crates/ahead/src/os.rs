@@ -203,6 +203,12 @@ pub fn cpu_seconds() -> f64 {
     rusage_seconds(libc::RUSAGE_SELF)
 }
 
+/// CPU time the calling thread has used, user and system, in seconds (`getrusage(2)`'s
+/// `RUSAGE_THREAD`): a benchmark's client threads, apart from the rest of the process.
+pub fn thread_cpu_seconds() -> f64 {
+    rusage_seconds(libc::RUSAGE_THREAD)
+}
+
 /// CPU time, user and system, in seconds, of this process's children that have ended and been
 /// waited for (`getrusage(2)`'s `RUSAGE_CHILDREN`): a benchmark's contenders run as processes
 /// of their own.

@@ -194,3 +194,57 @@ fn bench_runs_contenders_side_by_side_and_writes_json() {
         "not the picture"
     );
 }
+
+/// The remote bench's ceiling as it reaches a real gateway and a real web server: raw GETs
+/// (S3's presigned), every point of the sweep counting the object's bytes exactly, in as many
+/// GETs as its size asks for.
+#[test]
+fn the_remote_ceiling_is_raw_gets_that_bring_every_byte() {
+    let Some(gw) = servers::need(servers::versitygw(&["bench"])) else {
+        return;
+    };
+    let Some(web) = servers::need(servers::lighttpd()) else {
+        return;
+    };
+    let size: u64 = (3 << 20) + 5;
+    let bytes: Vec<u8> = (0..size as u32).map(|i| (i * 7) as u8).collect();
+    std::fs::create_dir_all(gw.dir.0.join("root/bench")).unwrap();
+    std::fs::write(gw.dir.0.join("root/bench/object.bin"), &bytes).unwrap();
+    std::fs::write(web.dir.0.join("docs/object.bin"), &bytes).unwrap();
+    let dir = tmpdir("bench-remote-ceiling");
+    for url in [
+        "s3://bench/object.bin".to_string(),
+        format!("http://{}/object.bin", web.addr),
+    ] {
+        let json = dir.join("remote.json");
+        let out = Command::new(env!("CARGO_BIN_EXE_ahead"))
+            .args(["bench", "--remote", &url, "--contenders", "device"])
+            .args(["--patterns", "seq-1m", "--repeat", "1", "--json"])
+            .arg(&json)
+            .env("AWS_ACCESS_KEY_ID", servers::ACCESS_KEY)
+            .env("AWS_SECRET_ACCESS_KEY", servers::SECRET_KEY)
+            .env("AWS_REGION", servers::REGION)
+            .env("AWS_ENDPOINT_URL", gw.url())
+            .output()
+            .expect("ahead runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{url}: {stderr}");
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let run = &v["patterns"][0]["contenders"][0]["runs"][0];
+        let sweep = run["sweep"].as_array().expect("the sweep's points");
+        assert!(sweep.len() >= 3, "{run}");
+        for point in sweep {
+            let config = point["ceiling"].as_str().unwrap();
+            assert!(config.ends_with("raw GETs"), "{url}: {config}");
+            assert_eq!(point["bytes"], size, "{url}: {config}");
+            // "N MiB GETs x P": the object in GETs of N MiB.
+            let get_mib: u64 = config.split(' ').next().unwrap().parse().unwrap();
+            assert_eq!(
+                point["requests"],
+                size.div_ceil(get_mib << 20),
+                "{url}: {config}"
+            );
+        }
+    }
+}

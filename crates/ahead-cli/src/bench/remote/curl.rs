@@ -1,7 +1,8 @@
-//! The link's ceiling measured by a client that is not the engine: curl, many ranged GETs at
-//! once. A yardstick measured through the engine's own HTTP stack (object_store, reqwest, the
-//! runtime it shares with the engine's readers) would carry that stack's costs into the bound
-//! the engine is held to; curl's are its own.
+//! The link's ceiling over TLS, where the raw client (`raw_get.rs`) cannot go: curl, many
+//! ranged GETs at once. A yardstick measured through the engine's own HTTP stack
+//! (object_store, hyper, the runtime it shares with the engine's readers) would carry that
+//! stack's costs into the bound the engine is held to; curl's are its own, though more a byte
+//! than the engine's (16 KiB reads), so on a link the machine's CPUs bound it can be passed.
 //!
 //! `parallel` curl processes each take every `parallel`-th GET in turn, one after another on
 //! one connection (as a worker starts its next GET as its last ends). An `s3://` object is

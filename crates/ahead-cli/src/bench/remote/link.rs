@@ -1,6 +1,6 @@
 //! The link the remote bench reads over: the object's URL and the endpoint to reach it by
 //! (toxiproxy's front, with `--latency-ms`/`--bandwidth`), the engines each contender runs on
-//! it, and the `device` ceiling's runs (by curl, `curl.rs`).
+//! it, and the `device` ceiling's runs (raw GETs, `raw_get.rs`; curl over TLS, `curl.rs`).
 
 use super::*;
 
@@ -14,7 +14,8 @@ pub(super) struct Link {
     pub(super) proxy: Option<Toxiproxy>,
     pub(super) latency_ms: Option<u64>,
     pub(super) bandwidth: Option<u64>,
-    /// The ceiling's client, where curl can be one (else the engine's own, said in its row).
+    /// The ceiling's client over TLS, where curl can be one (else the engine's own, said in
+    /// its row); plain HTTP goes by [`raw_get`].
     pub(super) curl: Option<curl::Curl>,
     /// Every engine contender's settings, KEY=VALUE (`-o`).
     pub(super) options: Vec<String>,
@@ -38,7 +39,7 @@ impl Link {
                 Ok(c) => Some(c),
                 Err(why) => {
                     eprintln!(
-                        "note: the device ceiling is measured by the engine's own client: {why}"
+                        "note: over https the device ceiling is measured by the engine's own client: {why}"
                     );
                     None
                 }
@@ -269,6 +270,33 @@ impl Link {
         })
     }
 
+    /// `targets` as the raw client ([`raw_get`]) reaches them, if it can: plain `http://`
+    /// URLs (through the proxy), `s3://` objects presigned at a plain `http://` endpoint.
+    /// `None` where it cannot (TLS, credentials in the URL); an error where signing failed.
+    fn raw_targets(
+        &self,
+        targets: &[(String, u64)],
+    ) -> Option<Result<Vec<raw_get::Target>, String>> {
+        let endpoint = self
+            .endpoint
+            .clone()
+            .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok());
+        let mut reached = Vec::with_capacity(targets.len());
+        for (url, _) in targets {
+            let plain = if url.starts_with("s3://") {
+                let endpoint = endpoint.as_deref().filter(|e| e.starts_with("http://"))?;
+                match raw_get::presigned(url, endpoint) {
+                    Ok(signed) => signed,
+                    Err(why) => return Some(Err(format!("the ceiling cannot sign {url}: {why}"))),
+                }
+            } else {
+                self.via_proxy(url)
+            };
+            reached.push(raw_get::Target::parse(&plain).ok()?);
+        }
+        Some(Ok(reached))
+    }
+
     /// The link's ceiling over `targets` (a URL, and how many of its bytes to read at most):
     /// the best of [`DEVICE_SWEEP`].
     pub(super) fn device(&self, targets: &[(String, u64)]) -> Result<RemoteRun, Failure> {
@@ -281,8 +309,8 @@ impl Link {
 
     /// `parallel` GETs of up to `get` bytes at a time over `targets` (a URL, and how many of
     /// its bytes to read at most), each worker taking its next GET as its last one ends: by
-    /// curl ([`curl`]) where it can, else by the engine's own client (policy `none`), which the
-    /// row's `ceiling` then says.
+    /// the raw client ([`raw_get`]) over plain HTTP, by curl ([`curl`]) over TLS, else by the
+    /// engine's own client (policy `none`); the row's `ceiling` says which.
     pub(super) fn device_with(
         &self,
         targets: &[(String, u64)],
@@ -309,6 +337,30 @@ impl Link {
             .collect();
         let total: u64 = lens.iter().sum();
         let label = format!("{} MiB GETs x {parallel}", get >> 20);
+        if let Some(raw) = self.raw_targets(targets) {
+            let raw = raw.map_err(runtime)?;
+            let requests: Vec<raw_get::Get> = gets
+                .iter()
+                .map(|&(target, offset, len)| raw_get::Get {
+                    target,
+                    offset,
+                    len,
+                })
+                .collect();
+            let done = raw_get::fetch(&raw, &requests, parallel as usize).map_err(runtime)?;
+            if done.bytes != total {
+                return Err(runtime(format!(
+                    "the ceiling's GETs brought {} bytes of the {total} asked for",
+                    done.bytes
+                )));
+            }
+            return Ok(RemoteRun {
+                requests: requests.len() as u64,
+                ceiling: Some(format!("{label}, raw GETs")),
+                cpu_s_per_gib: cpu_per_gib(done.cpu_s, total),
+                ..measured(total, done.elapsed, &mut [])
+            });
+        }
         if let Some(curl) = &self.curl {
             let urls = targets
                 .iter()

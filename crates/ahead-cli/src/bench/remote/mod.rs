@@ -17,10 +17,12 @@
 //!   on the patterns that read the whole object in order in one size (`seq-4k`, ...).
 //! * `device`: the link's ceiling: the pattern's objects (the URL's up to 1 GiB, or the
 //!   `--objects`) in large ranged GETs, many at once, each worker starting its next GET as one
-//!   ends, by curl (`curl.rs`: a client that is not the engine's; where curl is missing, the
-//!   engine's own client, and the row says so). Each run sweeps [`DEVICE_SWEEP`]; the table keeps the configuration with the best
-//!   median over the runs, and lists every configuration's median under it. Opening the
-//!   objects (a HEAD each) is not timed.
+//!   ends, by a client that is not the engine's and spends less CPU a byte than any: raw
+//!   HTTP/1.1 GETs on blocking sockets (`raw_get.rs`; S3 GETs presigned before the clock
+//!   starts). Over TLS, curl (`curl.rs`); where curl is missing too, the engine's own client;
+//!   the row says which. Each run sweeps [`DEVICE_SWEEP`]; the table keeps the configuration
+//!   with the best median over the runs, and lists every configuration's median under it.
+//!   Opening the objects (a HEAD each) is not timed.
 //!
 //! `--objects TEMPLATE` names the many-objects patterns' 100 objects (`{}` becomes 000..099).
 //! Every engine run starts from a reset peak RSS (`/proc/self/clear_refs`), so the peak it
@@ -46,6 +48,7 @@ use crate::*;
 mod curl;
 mod link;
 mod measure;
+mod raw_get;
 mod report;
 mod tools;
 
@@ -510,7 +513,8 @@ pub struct RemoteRun {
     /// starts) or, for fsspec and pyarrow, its subprocess's.
     pub peak_rss: u64,
     /// The client's CPU seconds a GiB brought: the engine's (this process's, all its
-    /// threads), `ahead cat`'s or curl's (children); none for fsspec and pyarrow.
+    /// threads), `ahead cat`'s or curl's (children), the raw ceiling's (its threads'); none
+    /// for fsspec and pyarrow.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_s_per_gib: Option<f64>,
     /// For `device` and `fsspec:tuned`: the sweep's configuration this run measured.
