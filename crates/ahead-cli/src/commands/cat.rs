@@ -123,6 +123,18 @@ pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
             }
             offset += n as u64;
         }
+        if a.stats {
+            // What its policy was told of the device at the end: the lead it kept is latency
+            // x bandwidth.
+            let d = file.device_estimate();
+            limits.push(format!(
+                "{}: device measured at {:.2} ms to a first byte, {:.1} MB/s, {:.1} us a request",
+                file.path().display(),
+                d.latency_ns as f64 / 1e6,
+                d.bytes_per_sec as f64 / 1e6,
+                d.request_overhead_ns as f64 / 1e3
+            ));
+        }
     }
     match out.flush() {
         Err(e) if e.kind() != ErrorKind::BrokenPipe => {

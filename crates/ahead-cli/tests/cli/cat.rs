@@ -54,6 +54,29 @@ fn cat_writes_each_file_byte_for_byte() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--stats` says what the file's policy was told of its device at the end, as numbers a
+/// reader can check against the link (the lead it kept is latency x bandwidth).
+#[test]
+fn cat_stats_say_what_the_device_was_measured_at() {
+    let dir = tmpdir("cat-device");
+    let f = dir.join("f");
+    write_pattern(&f, 4 << 20);
+    let f = f.to_str().unwrap();
+    let out = ahead(&["cat", f, "--stats"]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with(&format!("{f}: device measured at ")))
+        .unwrap_or_else(|| panic!("no device line: {stderr}"));
+    let figures: Vec<f64> = line[f.len() + 1..]
+        .split(' ')
+        .filter_map(|w| w.trim_end_matches(',').parse().ok())
+        .collect();
+    assert_eq!(figures.len(), 3, "{line}");
+    assert!(figures.iter().all(|&x| x > 0.0), "{line}");
+}
+
 /// A size means one thing by every door: `--ra-max 5000` once gave a 4 KiB window (bytes cut
 /// to KiB) where the builder's `window_max(5000)` gave 8 KiB. The flags, `-o` and the library
 /// (`crates/ahead/tests/settings.rs`) all give whole pages, rounded up.

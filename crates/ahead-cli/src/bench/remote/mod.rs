@@ -146,6 +146,10 @@ const DEVICE_SWEEP: &[(u64, u64)] = &[
     // 64 GETs of 8 MiB: 512 MiB in flight, more than an engine with a window of 128 MiB
     // keeps (`ahead cat` with a 512 MiB budget passed the sweep without it).
     (8 << 20, 64),
+    // On a link capped lower per connection (5 MB/s), 64 connections bound the sweep and the
+    // engine, in parts of 2 MiB, passed it: the ceiling tries twice as many.
+    (2 << 20, 128),
+    (4 << 20, 128),
 ];
 /// As much as the sequential patterns read of the 1 GiB object: a ceiling read over
 /// fewer bytes pays its first round trip and its last partial wave over less, and read
