@@ -1,6 +1,9 @@
 //! What the engine measures of each device for its policies: latency to the first byte from
-//! requests that found the device idle, and bandwidth over busy periods (see
-//! [`EngineParts`]'s completion path), told to each file's policy when it moves.
+//! requests that found the device idle, and bandwidth over busy periods, each sample at least
+//! two latencies long (see [`EngineParts`]'s completion path), told to each file's policy when
+//! it moves. The bandwidth rises fast and falls slowly (a shallow load draws less than the
+//! device gives), except to a sample whose bytes waited in the queue: that load was deeper than
+//! the device serves, and the sample is the device's.
 //!
 //! One meter per device ([`DeviceKey`]): a block device, or an object store's bucket (an HTTP
 //! server's host). An engine reading a local file and an S3 object at once would otherwise
@@ -170,6 +173,11 @@ pub(super) struct Meter {
     pub(super) busy_since: Option<Instant>,
     pub(super) busy: Duration,
     pub(super) bytes: u64,
+    /// Over the same requests, each one's bytes times its time from submission to completion
+    /// (byte-seconds): over `bytes`, how long a byte of the sample waited in the device's
+    /// queue and transfer ([`Meter::update`] takes a sample whose bytes waited long as the
+    /// device's).
+    pub(super) byte_seconds: f64,
     /// What the device is taken for until measured, and what shapes a request's overhead.
     pub(super) model: crate::device::DeviceModel,
 }
@@ -190,6 +198,7 @@ impl Meter {
             busy_since: None,
             busy: Duration::ZERO,
             bytes: 0,
+            byte_seconds: 0.0,
             model: crate::device::DeviceModel::NVME,
         }
     }
@@ -222,7 +231,14 @@ impl Meter {
         }
     }
 
-    pub(super) fn update(&mut self, latency_ns: Option<u64>, bytes_per_sec: Option<u64>) {
+    /// Take a latency sample and a bandwidth sample (`saturated`: its bytes waited in the
+    /// device's queue, see below).
+    pub(super) fn update(
+        &mut self,
+        latency_ns: Option<u64>,
+        bytes_per_sec: Option<u64>,
+        saturated: bool,
+    ) {
         if self.fixed {
             return;
         }
@@ -244,8 +260,13 @@ impl Meter {
             // measured 60-100 MB/s on a device that streams 1.4 GB/s, and the stride ran
             // below the kernel. So the estimate rises half way to a higher sample, and falls
             // only a sixteenth of the way to a lower one: a slower device still gets there,
-            // within some tens of samples.
-            e.bytes_per_sec = if b >= e.bytes_per_sec {
+            // within some tens of samples. A sample whose bytes waited in the queue for at
+            // least twice the device's latency was drawn by a load deeper than the device
+            // serves: that is its bandwidth, lower or higher, and the estimate moves half way.
+            // (Through a link capped a connection, the estimate had started at the model's
+            // 1 GB/s, fallen a sixteenth at a time towards 0.25, and the lead, latency x
+            // bandwidth, filled the budget's cap: 0.95 GB held for a scan of 1 GiB.)
+            e.bytes_per_sec = if b >= e.bytes_per_sec || saturated {
                 (e.bytes_per_sec + b) / 2
             } else {
                 e.bytes_per_sec - (e.bytes_per_sec - b) / 16
@@ -290,7 +311,7 @@ mod tests {
         let mut m = Meter::new(None);
         let start = m.estimate.bytes_per_sec;
         // One busy period of a shallow load (a stride's small records) barely moves it.
-        m.update(None, Some(60_000_000));
+        m.update(None, Some(60_000_000), false);
         assert!(
             m.estimate.bytes_per_sec > start * 9 / 10,
             "{:?}",
@@ -298,12 +319,40 @@ mod tests {
         );
         // A device that really is that slow gets there within some tens of samples.
         for _ in 0..100 {
-            m.update(None, Some(60_000_000));
+            m.update(None, Some(60_000_000), false);
         }
         assert!(m.estimate.bytes_per_sec < 66_000_000, "{:?}", m.estimate);
         // A faster sample is believed half at once.
-        m.update(None, Some(2_000_000_000));
+        m.update(None, Some(2_000_000_000), false);
         assert!(m.estimate.bytes_per_sec > 1_000_000_000, "{:?}", m.estimate);
+    }
+
+    #[test]
+    fn a_sample_whose_bytes_waited_in_the_queue_is_the_devices_bandwidth() {
+        // A link capped a connection, 250 MB/s in all, starting from the model's 1 GB/s: a
+        // sample drawn by a queue deeper than the device serves moves the estimate half way
+        // down, where an unsaturated one moves it a sixteenth.
+        let mut saturated = Meter::new(None);
+        let mut shallow = Meter::new(None);
+        for _ in 0..4 {
+            saturated.update(None, Some(250_000_000), true);
+            shallow.update(None, Some(250_000_000), false);
+        }
+        assert!(
+            saturated.estimate.bytes_per_sec < 300_000_000,
+            "{:?}",
+            saturated.estimate
+        );
+        assert!(
+            shallow.estimate.bytes_per_sec > 700_000_000,
+            "{:?}",
+            shallow.estimate
+        );
+        // Saturated samples move it either way alike: around the device's own figure.
+        saturated.update(None, Some(350_000_000), true);
+        saturated.update(None, Some(150_000_000), true);
+        let b = saturated.estimate.bytes_per_sec;
+        assert!((200_000_000..300_000_000).contains(&b), "{b}");
     }
 
     /// An object store read in 8 MiB GETs: its first GET (a 4 KiB read's, 45 ms, one small
@@ -314,7 +363,7 @@ mod tests {
         let model = crate::device::DeviceModel::REMOTE;
         let mut m = Meter::new(None);
         m.start_as(model, 2048);
-        m.update(Some(45_000_000), Some(9_000_000));
+        m.update(Some(45_000_000), Some(9_000_000), false);
         let told = m.for_policy(2048);
         let model_lead = model.estimate(2048).inflight_pages();
         assert!(
