@@ -44,8 +44,9 @@ pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
     buf.resize(bs as usize, 0);
     // Like cat: a file that fails is reported, and the others are still written.
     let mut errors: Vec<String> = Vec::new();
-    // With --stats: each file's window and request caps, as its policy was given them.
-    let mut limits: Vec<String> = Vec::new();
+    // With --stats: each file's window and request caps, as its policy was given them, and
+    // what its device was measured at once it was read.
+    let mut file_stats: Vec<String> = Vec::new();
     // No size to read ahead in (a device, a FIFO, a procfs or sysfs file): read plainly to
     // its end, as cat does. The others are handed to the engine as a list, which opens them
     // ahead of the one being written (over a network, each open is a round trip).
@@ -95,7 +96,7 @@ pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
             eprintln!("warning: {why}");
         }
         if a.stats {
-            limits.push(format!(
+            file_stats.push(format!(
                 "{}: window_max {} bytes, request_max {} bytes",
                 file.path().display(),
                 file.window_max_bytes(),
@@ -127,7 +128,7 @@ pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
             // What its policy was told of the device at the end: the lead it kept is latency
             // x bandwidth.
             let d = file.device_estimate();
-            limits.push(format!(
+            file_stats.push(format!(
                 "{}: device measured at {:.2} ms to a first byte, {:.1} MB/s, {:.1} us a request",
                 file.path().display(),
                 d.latency_ns as f64 / 1e6,
@@ -145,7 +146,7 @@ pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
     drop(out);
     if a.stats {
         eprintln!("{}", engine.stats());
-        for line in &limits {
+        for line in &file_stats {
             eprintln!("{line}");
         }
         if let Some(kib) = ahead::os::peak_rss_kib() {

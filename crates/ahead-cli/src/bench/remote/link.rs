@@ -277,18 +277,27 @@ impl Link {
         &self,
         targets: &[(String, u64)],
     ) -> Option<Result<Vec<raw_get::Target>, String>> {
-        let endpoint = self
-            .endpoint
-            .clone()
-            .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok());
+        let s3: Vec<&str> = targets
+            .iter()
+            .map(|(url, _)| url.as_str())
+            .filter(|url| url.starts_with("s3://"))
+            .collect();
+        let mut signed = Vec::new().into_iter();
+        if !s3.is_empty() {
+            let endpoint = self
+                .endpoint
+                .clone()
+                .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
+                .filter(|e| e.starts_with("http://"))?;
+            match raw_get::presigned(&s3, &endpoint) {
+                Ok(urls) => signed = urls.into_iter(),
+                Err(why) => return Some(Err(format!("the ceiling cannot sign: {why}"))),
+            }
+        }
         let mut reached = Vec::with_capacity(targets.len());
         for (url, _) in targets {
             let plain = if url.starts_with("s3://") {
-                let endpoint = endpoint.as_deref().filter(|e| e.starts_with("http://"))?;
-                match raw_get::presigned(url, endpoint) {
-                    Ok(signed) => signed,
-                    Err(why) => return Some(Err(format!("the ceiling cannot sign {url}: {why}"))),
-                }
+                signed.next().expect("a signed URL for each s3:// one")
             } else {
                 self.via_proxy(url)
             };
@@ -300,20 +309,24 @@ impl Link {
     /// The link's ceiling over `targets` (a URL, and how many of its bytes to read at most):
     /// the best of [`DEVICE_SWEEP`].
     pub(super) fn device(&self, targets: &[(String, u64)]) -> Result<RemoteRun, Failure> {
+        // Reached (signed, resolved) once for the whole sweep.
+        let raw = self.raw_targets(targets).transpose().map_err(runtime)?;
         let mut sweep = Vec::new();
         for &(get, parallel) in DEVICE_SWEEP {
-            sweep.push(self.device_with(targets, get, parallel)?);
+            sweep.push(self.device_with(targets, raw.as_deref(), get, parallel)?);
         }
         Ok(best_of_sweep(sweep))
     }
 
     /// `parallel` GETs of up to `get` bytes at a time over `targets` (a URL, and how many of
     /// its bytes to read at most), each worker taking its next GET as its last one ends: by
-    /// the raw client ([`raw_get`]) over plain HTTP, by curl ([`curl`]) over TLS, else by the
-    /// engine's own client (policy `none`); the row's `ceiling` says which.
+    /// the raw client ([`raw_get`]) over `raw` (the targets as it reaches them, where it can),
+    /// by curl ([`curl`]) over TLS, else by the engine's own client (policy `none`); the row's
+    /// `ceiling` says which.
     pub(super) fn device_with(
         &self,
         targets: &[(String, u64)],
+        raw: Option<&[raw_get::Target]>,
         get: u64,
         parallel: u64,
     ) -> Result<RemoteRun, Failure> {
@@ -337,8 +350,7 @@ impl Link {
             .collect();
         let total: u64 = lens.iter().sum();
         let label = format!("{} MiB GETs x {parallel}", get >> 20);
-        if let Some(raw) = self.raw_targets(targets) {
-            let raw = raw.map_err(runtime)?;
+        if let Some(raw) = raw {
             let requests: Vec<raw_get::Get> = gets
                 .iter()
                 .map(|&(target, offset, len)| raw_get::Get {
@@ -347,7 +359,7 @@ impl Link {
                     len,
                 })
                 .collect();
-            let done = raw_get::fetch(&raw, &requests, parallel as usize).map_err(runtime)?;
+            let done = raw_get::fetch(raw, &requests, parallel as usize).map_err(runtime)?;
             if done.bytes != total {
                 return Err(runtime(format!(
                     "the ceiling's GETs brought {} bytes of the {total} asked for",

@@ -72,37 +72,56 @@ fn scheme_of(url: &str) -> &str {
     url.split_once("://").map_or("no scheme", |(s, _)| s)
 }
 
-/// `s3://bucket/key` as a plain URL at `endpoint` (path-style), presigned for GETs for an hour
-/// by object_store's S3 signer with the `AWS_*` environment's credentials and region, as the
-/// engine's store signs. The engine has built a store before this is called, so the TLS
-/// provider the store's client wants is installed.
-pub(super) fn presigned(url: &str, endpoint: &str) -> Result<String, String> {
+/// The `s3://bucket/key` URLs as plain URLs at `endpoint` (path-style), presigned for GETs
+/// for an hour by object_store's S3 signer with the `AWS_*` environment's credentials and
+/// region, as the engine's store signs: one store a bucket (building one loads the TLS roots
+/// of its client). The bench has opened its object through the engine before, so the TLS
+/// provider such a client wants is installed.
+pub(super) fn presigned(urls: &[&str], endpoint: &str) -> Result<Vec<String>, String> {
     use object_store::signer::{Method, Signer};
     use std::future::Future;
     use std::task::{Context, Poll, Waker};
-    let (bucket, key) = url
-        .strip_prefix("s3://")
-        .and_then(|rest| rest.split_once('/'))
-        .ok_or("not an s3://bucket/key URL")?;
-    let store = object_store::aws::AmazonS3Builder::from_env()
-        .with_bucket_name(bucket)
-        .with_endpoint(endpoint)
-        .with_allow_http(true)
-        .build()
-        .map_err(|e| format!("cannot sign for bucket {bucket}: {e}"))?;
-    let path = object_store::path::Path::from(key);
-    let mut signing =
-        std::pin::pin!(store.signed_url(Method::GET, &path, Duration::from_secs(3600)));
-    // Keys from the environment sign at once; credentials that must be fetched first (a
-    // metadata service, a web identity) would need a runtime this client does not start.
-    match signing
-        .as_mut()
-        .poll(&mut Context::from_waker(Waker::noop()))
-    {
-        Poll::Ready(Ok(signed)) => Ok(signed.to_string()),
-        Poll::Ready(Err(e)) => Err(format!("cannot sign a GET of {url}: {e}")),
-        Poll::Pending => Err("its credentials are not keys in the environment".into()),
+    let mut stores: Vec<(&str, object_store::aws::AmazonS3)> = Vec::new();
+    let mut signed = Vec::with_capacity(urls.len());
+    for url in urls {
+        let (bucket, key) = url
+            .strip_prefix("s3://")
+            .and_then(|rest| rest.split_once('/'))
+            .ok_or_else(|| format!("{url}: not an s3://bucket/key URL"))?;
+        let at = match stores.iter().position(|(b, _)| *b == bucket) {
+            Some(at) => at,
+            None => {
+                let store = object_store::aws::AmazonS3Builder::from_env()
+                    .with_bucket_name(bucket)
+                    .with_endpoint(endpoint)
+                    .with_allow_http(true)
+                    .build()
+                    .map_err(|e| format!("cannot sign for bucket {bucket}: {e}"))?;
+                stores.push((bucket, store));
+                stores.len() - 1
+            }
+        };
+        let path = object_store::path::Path::from(key);
+        let mut signing =
+            std::pin::pin!(stores[at]
+                .1
+                .signed_url(Method::GET, &path, Duration::from_secs(3600)));
+        // Keys from the environment sign at once; credentials that must be fetched first (a
+        // metadata service, a web identity) would need a runtime this client does not start.
+        signed.push(
+            match signing
+                .as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()))
+            {
+                Poll::Ready(Ok(url)) => url.to_string(),
+                Poll::Ready(Err(e)) => return Err(format!("cannot sign a GET of {url}: {e}")),
+                Poll::Pending => {
+                    return Err("its credentials are not keys in the environment".into())
+                }
+            },
+        );
     }
+    Ok(signed)
 }
 
 /// One ranged GET: which target, and the bytes from `offset`.
@@ -406,9 +425,9 @@ mod tests {
         assert_eq!(find_head_end(b"HTTP/1.1 200 OK\r\n"), None);
     }
 
-    /// Against a server that answers each request as it is asked (one connection kept alive,
-    /// then closed after the second answer): the bytes counted are the body's, a short body
-    /// and a wrong status are errors, and a connection closed between GETs is replaced.
+    /// Against a server that answers each request as it is asked (one connection kept alive
+    /// for two GETs, the second answer closing it): the bytes counted are the bodies', and a
+    /// short body is an error.
     #[test]
     fn gets_read_whole_bodies_and_refuse_short_ones() {
         use std::io::BufRead;
