@@ -364,6 +364,8 @@ fn faults_through_the_proxy_change_no_byte_and_lose_no_read() {
 fn a_read_in_parts_with_a_part_cut_off_fails_whole_and_caches_nothing() {
     // A connection a request, as for the faults above: with the open's connection kept alive
     // under the cutting toxic, toxiproxy timed out taking the toxic off (503, two runs in five).
+    // It still did once in CI with a connection a request, so the link is healed by making the
+    // proxy anew (`Toxiproxy::heal`), not by taking the toxic off.
     let Some(gw) = need(servers::versitygw_with(&[BUCKET], false)) else {
         return;
     };
@@ -411,7 +413,7 @@ fn a_read_in_parts_with_a_part_cut_off_fails_whole_and_caches_nothing() {
     // a page (2,048 for each).
     let requests = engine.stats().requests;
     assert!(requests <= 3 * 4, "{requests} requests for 3 reads");
-    toxi.remove_toxic(&proxy, "limit_data_downstream");
+    toxi.heal(&proxy);
     for at in (0..size as u64).step_by(1 << 20) {
         let got = read_full(&file, at, 1 << 20).unwrap();
         assert!(

@@ -288,6 +288,7 @@ pub struct Toxiproxy {
 pub struct Proxy {
     pub name: String,
     pub listen: SocketAddr,
+    pub upstream: SocketAddr,
 }
 
 impl Proxy {
@@ -322,7 +323,23 @@ impl Toxiproxy {
         Proxy {
             name: name.into(),
             listen: v["listen"].as_str().unwrap().parse().unwrap(),
+            upstream,
         }
+    }
+
+    /// Every toxic off `proxy` at once, and every connection through it closed: the proxy is
+    /// deleted and made again on the same port. Taking off a `limit_data` toxic one at a time
+    /// can hang toxiproxy (2.5.0) until its API times out (503): a connection the toxic had
+    /// not cut yet but whose client went away leaves the toxic blocked handing its next chunk
+    /// to a writer that is gone, and removing the toxic waits for it. A new proxy has no
+    /// such connection to wait for.
+    pub fn heal(&self, proxy: &Proxy) {
+        self.call("DELETE", &format!("/proxies/{}", proxy.name), "");
+        let body = format!(
+            r#"{{"name":"{}","listen":"{}","upstream":"{}","enabled":true}}"#,
+            proxy.name, proxy.listen, proxy.upstream
+        );
+        self.call("POST", "/proxies", &body);
     }
 
     /// Add a toxic to `proxy`: `kind` (latency, bandwidth, reset_peer, timeout, limit_data,

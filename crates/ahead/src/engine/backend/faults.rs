@@ -411,6 +411,14 @@ impl Backend for FaultBackend {
     fn is_async(&self) -> bool {
         self.inner.is_async()
     }
+
+    fn arena_granule(&self) -> usize {
+        self.inner.arena_granule()
+    }
+
+    fn let_go_of_arena(&self, from: usize, to: usize) {
+        self.inner.let_go_of_arena(from, to)
+    }
 }
 
 impl Drop for FaultBackend {

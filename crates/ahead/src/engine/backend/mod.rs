@@ -203,18 +203,21 @@ pub(crate) trait Backend: Send + Sync {
     }
     /// How much of the arena this backend holds past a slot in use, in bytes, and the unit it
     /// lets go of: the cache keeps that much above the slots in use when it gives memory back.
-    fn arena_granule(&self) -> usize {
-        crate::units::PAGE_SIZE as usize
-    }
+    /// (A page for a backend that holds none.) No default, as for [`Backend::let_go_of_arena`].
+    fn arena_granule(&self) -> usize;
     /// The arena's bytes `[from, to)` (no slot of them in use, and no read in flight within
     /// `arena_granule()` of them) are about to be given back to the system: drop any hold on
     /// them, so no later read lands in memory the arena no longer maps (io_uring: unregister
-    /// the buffers that reach them).
-    fn let_go_of_arena(&self, _from: usize, _to: usize) {}
+    /// the buffers that reach them). No default: a backend that wraps another (`faults`) must
+    /// pass it on, and one that did not (it took a default that did nothing) left io_uring's
+    /// buffers pinned to memory the cache gave back, whose reads then landed where the arena no
+    /// longer looked: pages of zeros (the stress test, RELIABILITY.md).
+    fn let_go_of_arena(&self, from: usize, to: usize);
 }
 
 /// `preadv(2)` of `op` in full: continue after short transfers until the range is read, the
-/// file ends (a read returns 0) or an error. Returns bytes read.
+/// file ends (a read returns 0, or a transfer ends off a page boundary: the end the file had
+/// then) or an error. Returns bytes read.
 pub(crate) fn preadv_full(fd: libc::c_int, op: &ReadOp) -> io::Result<usize> {
     let total = op.len();
     let mut done = 0usize;
@@ -257,6 +260,13 @@ pub(crate) fn preadv_full(fd: libc::c_int, op: &ReadOp) -> io::Result<usize> {
             break;
         }
         done += n as usize;
+        // Only the file's end stops a transfer off a page boundary. Reading on from there,
+        // should the file have grown meanwhile, would be an unaligned `O_DIRECT` read (EINVAL,
+        // which a reader of a growing file met); the bytes past it are read again as any
+        // short read's are.
+        if !done.is_multiple_of(PAGE_SIZE as usize) {
+            break;
+        }
     }
     Ok(done)
 }

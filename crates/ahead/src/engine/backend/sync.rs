@@ -30,6 +30,13 @@ impl Backend for SyncBackend {
     fn is_async(&self) -> bool {
         false
     }
+
+    fn arena_granule(&self) -> usize {
+        crate::units::PAGE_SIZE as usize
+    }
+
+    /// It reads in the caller's thread with `preadv`: it holds nothing of the arena.
+    fn let_go_of_arena(&self, _from: usize, _to: usize) {}
 }
 
 /// This backend's entry in the registry.

@@ -86,6 +86,14 @@ impl Backend for ThreadsBackend {
         let i = q.ops.iter().position(|op| op.covers(file, page))?;
         q.ops.remove(i)
     }
+
+    fn arena_granule(&self) -> usize {
+        crate::units::PAGE_SIZE as usize
+    }
+
+    /// Its threads read with `preadv`, which pins pages only while a read is in flight: it
+    /// holds nothing of the arena between reads.
+    fn let_go_of_arena(&self, _from: usize, _to: usize) {}
 }
 
 impl Drop for ThreadsBackend {
