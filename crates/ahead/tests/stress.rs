@@ -400,6 +400,10 @@ fn stress_every_backend_and_policy_under_faults_and_a_small_budget() {
         peak <= budget + (32 << 20),
         "resident memory peaked at {peak} bytes, over the largest budget + 32 MiB"
     );
-    // The give-back ran, or the larger budget tested nothing it was added for.
-    assert!(given_back > 0, "no engine gave memory back");
+    // The give-back ran, or the larger budget tested nothing it was added for (in the whole
+    // run: one backend and policy alone, for a second, may not get to it).
+    assert!(
+        given_back > 0 || only.is_some(),
+        "no engine gave memory back"
+    );
 }
