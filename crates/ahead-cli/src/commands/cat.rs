@@ -135,6 +135,18 @@ pub(crate) fn cmd_cat(a: CatArgs) -> Result<String, Failure> {
                 d.bytes_per_sec as f64 / 1e6,
                 d.request_overhead_ns as f64 / 1e3
             ));
+            // An object's link: whether the GETs the link wants were in flight at once.
+            if let Some(l) = file.link_stats() {
+                file_stats.push(format!(
+                    "{}: link: {} GETs so far, {:.1} at once on average while any was in flight, {} at most; a connection waits {:.1} ms for a first byte and streams {:.1} MB/s",
+                    file.path().display(),
+                    l.gets,
+                    l.mean_at_once,
+                    l.most_at_once,
+                    l.first_byte_ms,
+                    l.connection_mb_per_s
+                ));
+            }
         }
     }
     match out.flush() {

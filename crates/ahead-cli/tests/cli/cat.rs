@@ -77,6 +77,50 @@ fn cat_stats_say_what_the_device_was_measured_at() {
     assert!(figures.iter().all(|&x| x > 0.0), "{line}");
 }
 
+/// An object's `--stats` say what its link was given: GETs sent, how many were in flight at
+/// once (on average while any was, and at most), the link's wait and one connection's rate.
+#[test]
+fn cat_stats_of_an_object_say_how_many_gets_were_in_flight_at_once() {
+    let Some(gw) = servers::need(servers::versitygw(&["bench"])) else {
+        return;
+    };
+    let size: usize = 24 << 20;
+    let bytes: Vec<u8> = (0..size as u32)
+        .map(|i| (i * 13 + i / 4096) as u8)
+        .collect();
+    std::fs::create_dir_all(gw.dir.0.join("root/bench")).unwrap();
+    std::fs::write(gw.dir.0.join("root/bench/object.bin"), &bytes).unwrap();
+    let url = "s3://bench/object.bin";
+    let out = Command::new(env!("CARGO_BIN_EXE_ahead"))
+        .args(["cat", url, "--stats", "--budget", "64m"])
+        .env("AWS_ACCESS_KEY_ID", servers::ACCESS_KEY)
+        .env("AWS_SECRET_ACCESS_KEY", servers::SECRET_KEY)
+        .env("AWS_REGION", servers::REGION)
+        .env("AWS_ENDPOINT_URL", gw.url())
+        .output()
+        .expect("ahead runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    assert!(out.stdout == bytes, "the object's bytes");
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with(&format!("{url}: link: ")))
+        .unwrap_or_else(|| panic!("no link line: {stderr}"));
+    let figures: Vec<f64> = line[url.len() + 1..]
+        .split(' ')
+        .filter_map(|w| w.trim_end_matches([',', ';']).parse().ok())
+        .collect();
+    // GETs, at once on average, at most, wait in ms, MB/s.
+    let [gets, mean, most, wait_ms, mb_per_s] = figures[..] else {
+        panic!("five figures: {line}");
+    };
+    // 24 MiB in requests of at most 8 MiB (`request_max`), each one GET or more.
+    assert!(gets >= 3.0, "{line}");
+    assert!(most >= 1.0 && most <= gets, "{line}");
+    assert!(mean >= 1.0 && mean <= most, "{line}");
+    assert!(wait_ms > 0.0 && mb_per_s > 0.0, "{line}");
+}
+
 /// A size means one thing by every door: `--ra-max 5000` once gave a 4 KiB window (bytes cut
 /// to KiB) where the builder's `window_max(5000)` gave 8 KiB. The flags, `-o` and the library
 /// (`crates/ahead/tests/settings.rs`) all give whole pages, rounded up.

@@ -111,7 +111,7 @@ use reader::PolicyState;
 use requests::CacheAndMeter;
 pub use settings::{Setting, REMOTE_PREFIX, SETTINGS};
 use stats::{Counters, RequestLog};
-pub use stats::{Fallback, FallbackKind, FileStats, Latency, RequestRecord, Stats};
+pub use stats::{Fallback, FallbackKind, FileStats, Latency, LinkStats, RequestRecord, Stats};
 
 /// An application's advice about how it will read a file ([`File::advise`]), in bytes as
 /// `posix_fadvise` takes it; the policy is handed it as a [`Hint`] in the pages the range

@@ -72,6 +72,14 @@ impl File {
         self.data.source.unpinned()
     }
 
+    /// What the link to this object's store was measured at so far, for every object of the
+    /// store: GETs sent, how many were in flight at once (on average over the time any was,
+    /// and at most), the link's wait for a first byte and one connection's rate. `None` for a
+    /// local file.
+    pub fn link_stats(&self) -> Option<LinkStats> {
+        self.data.source.link_stats()
+    }
+
     /// The version of an object this file reads, as [`Engine::open_entry`] takes it to open
     /// the same version again (another engine, another process): its URL, size, and ETag or
     /// Last-Modified. `None` for a local file, which a path names.

@@ -513,3 +513,21 @@ pub struct RequestRecord {
     /// Read ahead (true) or waited for by a reader (false).
     pub ahead: bool,
 }
+
+/// What a store's link was measured at, for everything read from the store so far
+/// ([`crate::engine::File::link_stats`]): how many GETs, how many at once, what one
+/// connection gives.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[non_exhaustive]
+pub struct LinkStats {
+    /// GETs sent.
+    pub gets: u64,
+    /// GETs in flight at once, on average over the time any was.
+    pub mean_at_once: f64,
+    /// The most in flight at once.
+    pub most_at_once: usize,
+    /// The link's wait for a GET's first byte: the least of the latest GETs', in ms.
+    pub first_byte_ms: f64,
+    /// What one GET's body streams at, in MB/s (0: no large GET measured yet).
+    pub connection_mb_per_s: f64,
+}

@@ -175,6 +175,11 @@ pub(crate) trait Source: Send + Sync {
     fn copies_in(&self) -> bool {
         false
     }
+    /// What its link to a store was measured at (every object of the store shares it);
+    /// `None` for a local file.
+    fn link_stats(&self) -> Option<crate::engine::LinkStats> {
+        None
+    }
     /// Why a change of its contents while it is read may go unseen, if it may (a remote
     /// object with neither ETag nor Last-Modified to pin it by).
     fn unpinned(&self) -> Option<&str> {

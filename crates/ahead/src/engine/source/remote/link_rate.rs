@@ -31,9 +31,10 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::read::{MOST_PARTS, PART_BYTES};
+use crate::engine::LinkStats;
 
 /// A part streams for this many of the link's waits for a first byte.
 pub(super) const WAITS_PER_PART: f64 = 1.5;
@@ -62,6 +63,37 @@ pub(crate) struct LinkRate {
     measured: Mutex<Measured>,
     /// GETs sent and not yet done.
     in_flight: AtomicUsize,
+    /// How many were in flight at once, over time (for [`LinkRate::stats`]).
+    at_once: Mutex<AtOnce>,
+}
+
+/// GETs in flight at once, integrated over the time any was: what a link that wants many
+/// connections busy (an object store capped a connection) was given.
+#[derive(Debug, Default)]
+struct AtOnce {
+    /// When the count last changed.
+    since: Option<Instant>,
+    /// GETs x seconds, and seconds, while at least one was in flight.
+    get_seconds: f64,
+    busy_seconds: f64,
+    most: usize,
+    sent: u64,
+}
+
+impl AtOnce {
+    /// The count goes from `before` to `before + 1` (`up`) or `before - 1` at `now`.
+    fn changed(&mut self, now: Instant, before: usize, up: bool) {
+        if let Some(since) = self.since.filter(|_| before > 0) {
+            let dt = now.saturating_duration_since(since).as_secs_f64();
+            self.get_seconds += before as f64 * dt;
+            self.busy_seconds += dt;
+        }
+        self.since = Some(now);
+        if up {
+            self.sent += 1;
+            self.most = self.most.max(before + 1);
+        }
+    }
 }
 
 /// One GET in flight on a link, until dropped.
@@ -69,7 +101,9 @@ pub(super) struct InFlight(Arc<LinkRate>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let mut at_once = self.0.at_once();
+        let before = self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+        at_once.changed(Instant::now(), before, false);
     }
 }
 
@@ -173,8 +207,43 @@ impl LinkRate {
 
     /// A GET sent on this link: in flight until the guard is dropped.
     pub(super) fn sending(self: &Arc<Self>) -> InFlight {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        // Counted under the lock, so the count over time sees each change in its order.
+        let mut at_once = self.at_once();
+        let before = self.in_flight.fetch_add(1, Ordering::Relaxed);
+        at_once.changed(Instant::now(), before, true);
+        drop(at_once);
         InFlight(self.clone())
+    }
+
+    fn at_once(&self) -> std::sync::MutexGuard<'_, AtOnce> {
+        self.at_once.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What the link was measured at so far.
+    pub(crate) fn stats(&self) -> LinkStats {
+        let (first_byte_s, bytes_per_s) = {
+            let m = self.measured.lock().unwrap_or_else(|e| e.into_inner());
+            (m.first_byte_floor_s(), m.bytes_per_s)
+        };
+        let a = self.at_once();
+        // The time since the last change counts too, while GETs are in flight.
+        let mut now = AtOnce { ..*a };
+        now.changed(
+            Instant::now(),
+            self.in_flight.load(Ordering::Relaxed),
+            false,
+        );
+        LinkStats {
+            gets: a.sent,
+            mean_at_once: if now.busy_seconds > 0.0 {
+                now.get_seconds / now.busy_seconds
+            } else {
+                0.0
+            },
+            most_at_once: a.most,
+            first_byte_ms: first_byte_s * 1e3,
+            connection_mb_per_s: bytes_per_s / 1e6,
+        }
     }
 }
 
@@ -282,6 +351,36 @@ mod tests {
         drop(busy);
         assert_eq!(link.ahead_parts_now(chunk), 3);
         assert_eq!(link.in_flight.load(Ordering::Relaxed), 0);
+    }
+
+    /// Two GETs at once for a second, then one for a second: 1.5 at once on average over the
+    /// two seconds any was in flight; an idle second between does not count.
+    #[test]
+    fn gets_at_once_are_averaged_over_the_time_any_was_in_flight() {
+        let t0 = Instant::now();
+        let s = |secs: u64| t0 + Duration::from_secs(secs);
+        let mut a = AtOnce::default();
+        a.changed(s(0), 0, true);
+        a.changed(s(0), 1, true);
+        a.changed(s(1), 2, false);
+        a.changed(s(2), 1, false);
+        // Idle from 2 to 3 s.
+        a.changed(s(3), 0, true);
+        a.changed(s(3), 1, false);
+        assert_eq!((a.sent, a.most), (3, 2));
+        assert_eq!((a.get_seconds, a.busy_seconds), (3.0, 2.0));
+    }
+
+    #[test]
+    fn the_links_stats_count_the_gets_sent_and_at_once() {
+        let link = Arc::new(link(40, 26));
+        let busy: Vec<InFlight> = (0..3).map(|_| link.sending()).collect();
+        drop(busy);
+        let st = link.stats();
+        assert_eq!((st.gets, st.most_at_once), (3, 3));
+        assert!(st.mean_at_once > 0.0 && st.mean_at_once <= 3.0, "{st:?}");
+        assert_eq!(st.first_byte_ms.round(), 40.0);
+        assert!((st.connection_mb_per_s - 26.0).abs() < 1.0, "{st:?}");
     }
 
     #[test]

@@ -338,6 +338,9 @@ impl Source for RemoteSource {
     fn unpinned(&self) -> Option<&str> {
         self.unpinned.as_deref()
     }
+    fn link_stats(&self) -> Option<crate::engine::LinkStats> {
+        Some(self.link.stats())
+    }
     fn is_direct(&self) -> bool {
         true
     }
