@@ -143,8 +143,10 @@ impl CacheAndMeter {
             }
         };
         let bytes = *result.as_ref().unwrap_or(&0) as u64;
+        // From its submission to its completion: queued, on the device, and transferred.
+        let in_system = now.saturating_duration_since(op.submitted);
         m.bytes += bytes;
-        m.byte_seconds += bytes as f64 * (now - op.submitted).as_secs_f64();
+        m.byte_seconds += bytes as f64 * in_system.as_secs_f64();
         let mut bw = None;
         let mut saturated = false;
         if left == 0 {
@@ -170,7 +172,7 @@ impl CacheAndMeter {
         }
         // Latency from requests that found the device idle, less their transfer time.
         let latency = (op.queued_behind == 0 && bytes > 0).then(|| {
-            let total = (now - op.submitted).as_nanos() as u64;
+            let total = in_system.as_nanos() as u64;
             let transfer = bytes * 1_000_000_000 / m.estimate.bytes_per_sec.max(1);
             total.saturating_sub(transfer).max(1_000)
         });
