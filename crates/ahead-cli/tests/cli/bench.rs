@@ -221,10 +221,7 @@ fn the_remote_ceiling_is_raw_gets_that_bring_every_byte() {
             .args(["bench", "--remote", &url, "--contenders", "device"])
             .args(["--patterns", "seq-1m", "--repeat", "1", "--json"])
             .arg(&json)
-            .env("AWS_ACCESS_KEY_ID", servers::ACCESS_KEY)
-            .env("AWS_SECRET_ACCESS_KEY", servers::SECRET_KEY)
-            .env("AWS_REGION", servers::REGION)
-            .env("AWS_ENDPOINT_URL", gw.url())
+            .envs(servers::s3_env(&gw.url()))
             .output()
             .expect("ahead runs");
         let stderr = String::from_utf8_lossy(&out.stderr);

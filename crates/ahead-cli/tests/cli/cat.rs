@@ -14,6 +14,19 @@ fn write_pattern(path: &Path, size: u64) {
     }
 }
 
+/// The `--stats` line of `name` that starts `what`, and the figures in it (after the name).
+fn stats_line<'a>(stderr: &'a str, name: &str, what: &str) -> (&'a str, Vec<f64>) {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with(&format!("{name}: {what}")))
+        .unwrap_or_else(|| panic!("no '{what}' line for {name}: {stderr}"));
+    let figures = line[name.len() + 1..]
+        .split(' ')
+        .filter_map(|w| w.trim_end_matches([',', ';']).parse().ok())
+        .collect();
+    (line, figures)
+}
+
 #[test]
 fn cat_writes_each_file_byte_for_byte() {
     let dir = tmpdir("cat");
@@ -65,14 +78,7 @@ fn cat_stats_say_what_the_device_was_measured_at() {
     let out = ahead(&["cat", f, "--stats"]);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stderr}");
-    let line = stderr
-        .lines()
-        .find(|l| l.starts_with(&format!("{f}: device measured at ")))
-        .unwrap_or_else(|| panic!("no device line: {stderr}"));
-    let figures: Vec<f64> = line[f.len() + 1..]
-        .split(' ')
-        .filter_map(|w| w.trim_end_matches(',').parse().ok())
-        .collect();
+    let (line, figures) = stats_line(&stderr, f, "device measured at ");
     assert_eq!(figures.len(), 3, "{line}");
     assert!(figures.iter().all(|&x| x > 0.0), "{line}");
 }
@@ -93,23 +99,13 @@ fn cat_stats_of_an_object_say_how_many_gets_were_in_flight_at_once() {
     let url = "s3://bench/object.bin";
     let out = Command::new(env!("CARGO_BIN_EXE_ahead"))
         .args(["cat", url, "--stats", "--budget", "64m"])
-        .env("AWS_ACCESS_KEY_ID", servers::ACCESS_KEY)
-        .env("AWS_SECRET_ACCESS_KEY", servers::SECRET_KEY)
-        .env("AWS_REGION", servers::REGION)
-        .env("AWS_ENDPOINT_URL", gw.url())
+        .envs(servers::s3_env(&gw.url()))
         .output()
         .expect("ahead runs");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stderr}");
     assert!(out.stdout == bytes, "the object's bytes");
-    let line = stderr
-        .lines()
-        .find(|l| l.starts_with(&format!("{url}: link: ")))
-        .unwrap_or_else(|| panic!("no link line: {stderr}"));
-    let figures: Vec<f64> = line[url.len() + 1..]
-        .split(' ')
-        .filter_map(|w| w.trim_end_matches([',', ';']).parse().ok())
-        .collect();
+    let (line, figures) = stats_line(&stderr, url, "link: ");
     // GETs, at once on average, at most, wait in ms, MB/s.
     let [gets, mean, most, wait_ms, mb_per_s] = figures[..] else {
         panic!("five figures: {line}");

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::servers::{self, need, Scratch, ACCESS_KEY, REGION, SECRET_KEY};
+use super::servers::{self, need, s3_env, Scratch};
 
 const BUCKET: &str = "mount-test";
 
@@ -440,16 +440,6 @@ fn the_kernel_reads_ahead_1_mib_a_fuse_read_or_its_own_128_kib_when_told() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--kernel-readahead"), "{err}");
-}
-
-/// The environment that points the engine at the gateway at `endpoint`.
-fn s3_env(endpoint: &str) -> Vec<(&'static str, String)> {
-    vec![
-        ("AWS_ACCESS_KEY_ID", ACCESS_KEY.into()),
-        ("AWS_SECRET_ACCESS_KEY", SECRET_KEY.into()),
-        ("AWS_REGION", REGION.into()),
-        ("AWS_ENDPOINT_URL", endpoint.into()),
-    ]
 }
 
 /// Write `bytes` as the gateway's object `key` (its posix backend keeps objects as files).

@@ -20,6 +20,17 @@ pub const ACCESS_KEY: &str = "ahead-test-access";
 pub const SECRET_KEY: &str = "ahead-test-secret-not-real";
 pub const REGION: &str = "us-east-1";
 
+/// The environment that points the engine (or `ahead`'s commands) at the gateway at
+/// `endpoint`, with the tests' credentials.
+pub fn s3_env(endpoint: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("AWS_ACCESS_KEY_ID", ACCESS_KEY.into()),
+        ("AWS_SECRET_ACCESS_KEY", SECRET_KEY.into()),
+        ("AWS_REGION", REGION.into()),
+        ("AWS_ENDPOINT_URL", endpoint.into()),
+    ]
+}
+
 /// `Ok(server)`, or the test's skip: a message naming what is missing, or a panic under
 /// `AHEAD_REQUIRE_SERVERS=1`.
 pub fn need<T>(what: Result<T, String>) -> Option<T> {
@@ -315,16 +326,21 @@ pub fn toxiproxy() -> Result<Toxiproxy, String> {
 impl Toxiproxy {
     /// A new proxy to `upstream`, on a port of its choosing.
     pub fn proxy(&self, name: &str, upstream: SocketAddr) -> Proxy {
-        let body = format!(
-            r#"{{"name":"{name}","listen":"127.0.0.1:0","upstream":"{upstream}","enabled":true}}"#
-        );
-        let reply = self.call("POST", "/proxies", &body);
+        let reply = self.create(name, "127.0.0.1:0", upstream);
         let v: serde_json::Value = serde_json::from_str(&reply).unwrap();
         Proxy {
             name: name.into(),
             listen: v["listen"].as_str().unwrap().parse().unwrap(),
             upstream,
         }
+    }
+
+    /// Make the proxy `name` on `listen` to `upstream`, enabled: toxiproxy's answer.
+    fn create(&self, name: &str, listen: &str, upstream: SocketAddr) -> String {
+        let body = format!(
+            r#"{{"name":"{name}","listen":"{listen}","upstream":"{upstream}","enabled":true}}"#
+        );
+        self.call("POST", "/proxies", &body)
     }
 
     /// Every toxic off `proxy` at once, and every connection through it closed: the proxy is
@@ -335,11 +351,7 @@ impl Toxiproxy {
     /// such connection to wait for.
     pub fn heal(&self, proxy: &Proxy) {
         self.call("DELETE", &format!("/proxies/{}", proxy.name), "");
-        let body = format!(
-            r#"{{"name":"{}","listen":"{}","upstream":"{}","enabled":true}}"#,
-            proxy.name, proxy.listen, proxy.upstream
-        );
-        self.call("POST", "/proxies", &body);
+        self.create(&proxy.name, &proxy.listen.to_string(), proxy.upstream);
     }
 
     /// Add a toxic to `proxy`: `kind` (latency, bandwidth, reset_peer, timeout, limit_data,

@@ -69,7 +69,7 @@ pub(crate) struct LinkRate {
 
 /// GETs in flight at once, integrated over the time any was: what a link that wants many
 /// connections busy (an object store capped a connection) was given.
-#[derive(Debug, Default)]
+#[derive(Clone, Copy, Debug, Default)]
 struct AtOnce {
     /// When the count last changed.
     since: Option<Instant>,
@@ -227,7 +227,7 @@ impl LinkRate {
         };
         let a = self.at_once();
         // The time since the last change counts too, while GETs are in flight.
-        let mut now = AtOnce { ..*a };
+        let mut now = *a;
         now.changed(
             Instant::now(),
             self.in_flight.load(Ordering::Relaxed),
