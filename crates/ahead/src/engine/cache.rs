@@ -34,8 +34,9 @@
 //!   claim either is dropped by the change or carries the new generation.
 //! * **Growth, then eviction.** Slots are handed out from the arena's start: the *frontier*
 //!   moves up one slot at a time while no slot below it is free, so the slots in use stay
-//!   packed at the bottom of the arena and a request's new slots are consecutive. Once the
-//!   frontier reaches the budget (or while slots below it are free), CLOCK runs over the slots
+//!   packed at the bottom of the arena and a request's new slots are consecutive. While slots
+//!   below the frontier are free, the hand takes those, and nothing else: no page is evicted
+//!   while the budget has room. Once the frontier reaches the budget, CLOCK runs over the slots
 //!   below it: a page's reference bit is set when it is read in and when it is used; the hand
 //!   clears set bits and takes the first free slot or ready page whose bit is clear. Pages in
 //!   flight are never evicted. The hand's order makes the slots it frees consecutive, so most
@@ -891,10 +892,18 @@ impl Cache {
         loop {
             let mut steps = 0;
             while got.len() < n {
-                // Grow while nothing below the frontier is free: a new slot costs memory the
-                // budget allows, an evicted page costs a read.
-                if clock.frontier < self.slots
-                    && self.free_below_frontier.load(Ordering::Acquire) == 0
+                // Below the budget, the hand takes free slots only: no page is evicted while
+                // the budget has room for the read (a page read ahead and evicted unused is
+                // read again; sweeping for free slots among such pages, clearing their
+                // reference bits on the way, the hand took them on its next turn, and the
+                // file's window was cut for thrashing in a cache far from full). Grow while
+                // nothing below the frontier is free, or once a turn found no free slot (one
+                // freed behind the hand meanwhile waits for the next turn): a new slot costs
+                // memory the budget allows.
+                let room = clock.frontier < self.slots;
+                if room
+                    && (self.free_below_frontier.load(Ordering::Acquire) == 0
+                        || steps >= clock.frontier)
                 {
                     let s = clock.frontier;
                     clock.frontier += 1;
@@ -913,7 +922,12 @@ impl Cache {
                 let s = clock.hand % clock.frontier;
                 clock.hand = (s + 1) % clock.frontier;
                 steps += 1;
-                if let Some(slot) = self.try_take(s) {
+                let taken = if room {
+                    self.try_take_free(s)
+                } else {
+                    self.try_take(s)
+                };
+                if let Some(slot) = taken {
                     let key = (id, first + got.len() as u64);
                     self.slot_owner[slot as usize].store(pack(key), Ordering::Relaxed);
                     got.push(slot);
@@ -935,15 +949,20 @@ impl Cache {
         }
     }
 
+    /// Take slot `s` if it is free. Called with the clock held.
+    fn try_take_free(&self, s: usize) -> Option<u32> {
+        (self.slot_state[s].load(Ordering::Acquire) == SLOT_FREE).then(|| {
+            self.slot_state[s].store(SLOT_IN_FLIGHT, Ordering::Release);
+            self.free_below_frontier.fetch_sub(1, Ordering::AcqRel);
+            s as u32
+        })
+    }
+
     /// Take slot `s` if it is free or holds an evictable page (clearing its reference bit
     /// otherwise). Called with the clock held.
     fn try_take(&self, s: usize) -> Option<u32> {
         match self.slot_state[s].load(Ordering::Acquire) {
-            SLOT_FREE => {
-                self.slot_state[s].store(SLOT_IN_FLIGHT, Ordering::Release);
-                self.free_below_frontier.fetch_sub(1, Ordering::AcqRel);
-                Some(s as u32)
-            }
+            SLOT_FREE => self.try_take_free(s),
             SLOT_READY => {
                 if self.refbit[s].swap(false, Ordering::Relaxed) {
                     return None;

@@ -450,3 +450,44 @@ fn pages_read_for_a_readers_own_misses_are_never_dropped_behind() {
     assert_eq!(dropped_behind(&cache), 0);
     assert!((0..2048).all(|p| cache.is_cached(&t, p)));
 }
+
+/// Pages read ahead and not yet used, with slots freed here and there among them (a scan's
+/// batches dropped behind it while reads ahead land out of order, a range let go by advice):
+/// while the budget has room above the frontier, the hand takes only the free slots, and no
+/// page read ahead is evicted for a read. (It used to clear the reference bits of the pages it
+/// passed on the way to a free slot and take them on its next turn: pages read twice, and the
+/// file's window cut for thrashing, in a cache a quarter full.)
+#[test]
+fn no_page_read_ahead_is_evicted_while_the_cache_has_room() {
+    let cache = Cache::new(4096).unwrap();
+    let t = cache.table(1, 8192);
+    for first in (0..1024).step_by(64) {
+        ready(&cache, &t, first, 64, Ok(64 * PAGE));
+    }
+    // Freed in the middle, then further on, then behind where the hand has passed.
+    let mut next = 1024;
+    for freed in [500, 900, 10] {
+        cache.drop_range(&t, freed, freed + 64);
+        ready(&cache, &t, next, 64, Ok(64 * PAGE));
+        next += 64;
+    }
+    // More than is free: the rest grows the frontier.
+    cache.drop_range(&t, 300, 310);
+    ready(&cache, &t, next, 64, Ok(64 * PAGE));
+    assert_eq!(cache.counters.wasted_pages.load(Ordering::Relaxed), 0);
+    assert_eq!(cache.touched_slots(), 1024 + 64 - 10);
+    assert!((0..1024)
+        .filter(|p| !(500..564).contains(p)
+            && !(900..964).contains(p)
+            && !(10..74).contains(p)
+            && !(300..310).contains(p))
+        .all(|p| cache.is_cached(&t, p)));
+
+    // Full, the clock evicts as before.
+    let full = Cache::new(64).unwrap();
+    let t = full.table(1, 1000);
+    ready(&full, &t, 0, 64, Ok(64 * PAGE));
+    full.drop_range(&t, 10, 11);
+    ready(&full, &t, 100, 2, Ok(2 * PAGE));
+    assert_eq!(full.counters.wasted_pages.load(Ordering::Relaxed), 1);
+}

@@ -13,7 +13,11 @@
 //! link or the CPUs allow), a part would stream for less than its wait and splitting only
 //! adds requests. The rule between: parts that stream for [`WAITS_PER_PART`] waits for a
 //! first byte at the measured rate, never below `PART_BYTES`, and a read ahead smaller than
-//! two such parts goes whole; until a large GET has been measured, no split.
+//! two such parts goes whole. Until a large GET has been measured, a read ahead is split as a
+//! read its reader waits for is ([`parts`]): a new engine's first window goes out at once,
+//! and as whole 8 MiB GETs on a capped link it all came in one connection's time for 8 MiB
+//! (docs/bench-log/issue-47-remote-cluster.md, session 41), where a few more requests on a
+//! link that is not capped cost little.
 //!
 //! The wait is the link's own: its floor, not its average. Under load a GET waits also behind
 //! the engine's other GETs (at the server, at a proxy), and an average that counts that wait
@@ -33,7 +37,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::read::{MOST_PARTS, PART_BYTES};
+use super::read::{parts, MOST_PARTS, PART_BYTES};
 use crate::engine::LinkStats;
 
 /// A part streams for this many of the link's waits for a first byte.
@@ -185,12 +189,12 @@ impl LinkRate {
         }
     }
 
-    /// How many parallel GETs a read ahead of `bytes` goes as: 1 until the link is measured or
-    /// when the read is less than two parts.
+    /// How many parallel GETs a read ahead of `bytes` goes as: 1 when the read is less than
+    /// two parts; as a read its reader waits for ([`parts`]) until the link is measured.
     pub(super) fn ahead_parts(&self, bytes: u64) -> u64 {
         match self.part_bytes() {
             Some(part) => (bytes / part).clamp(1, MOST_PARTS),
-            None => 1,
+            None => parts(bytes),
         }
     }
 
@@ -383,10 +387,14 @@ mod tests {
         assert!((st.connection_mb_per_s - 26.0).abs() < 1.0, "{st:?}");
     }
 
+    /// Before a large GET is measured, an 8 MiB read ahead goes as a waited read's 2 MiB
+    /// parts; once a link that is not capped is measured (one connection streams a wait's
+    /// worth of 8 MiB and more), whole.
     #[test]
-    fn nothing_is_split_before_a_large_get_is_measured() {
+    fn a_read_ahead_is_split_as_a_waited_read_until_a_large_get_is_measured() {
         let link = LinkRate::default();
-        assert_eq!(link.ahead_parts(8 * MIB), 1);
+        assert_eq!(link.ahead_parts(8 * MIB), 4);
+        assert_eq!(link.ahead_parts(4 * MIB), 1);
         // A small GET's wait is measured, its rate is not (slow start).
         link.record(
             Duration::from_millis(40),
@@ -394,11 +402,13 @@ mod tests {
             Duration::from_millis(5),
         );
         assert_eq!(link.part_bytes(), None);
+        assert_eq!(link.ahead_parts(8 * MIB), 4);
         link.record(
             Duration::from_millis(40),
             8 * MIB,
-            Duration::from_millis(320),
+            Duration::from_millis(20),
         );
         assert!(link.part_bytes().is_some());
+        assert_eq!(link.ahead_parts(8 * MIB), 1);
     }
 }
