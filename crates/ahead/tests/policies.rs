@@ -10,6 +10,8 @@ struct Recorder {
     cached: HashSet<u64>,
     markers: BTreeSet<u64>,
     ios: Vec<(u64, u64, IoKind)>,
+    /// Pages the policy asked for, cached or not.
+    asked_pages: u64,
 }
 
 impl Recorder {
@@ -19,6 +21,7 @@ impl Recorder {
             cached: HashSet::new(),
             markers: BTreeSet::new(),
             ios: Vec::new(),
+            asked_pages: 0,
         }
     }
 }
@@ -37,6 +40,7 @@ impl RaContext for Recorder {
         self.markers.remove(&page);
     }
     fn start_io(&mut self, io: IoRequest) -> u64 {
+        self.asked_pages += io.pages;
         let end = (io.start_page + io.pages).min(self.file_pages);
         let mut new = 0;
         let mut run: Option<u64> = None;
@@ -193,6 +197,54 @@ fn none_reads_exactly_the_request() {
 #[test]
 fn fixed_reads_the_request_then_n_pages_ahead() {
     assert_eq!(windows("fixed", 1000, [(0, 4)]), [(0, 4), (4, 32)]);
+}
+
+/// 1,000 one-page reads in order with a distance of 8,192 pages: `fixed` asks for each page
+/// ahead once (the distance, then a page a read), not the whole distance again every read
+/// (8.2 million pages for the driver to walk), until half the distance is passed, when it asks
+/// for all of it again. The I/O is the same: the request, the distance, then a page a read. A
+/// jump starts a new range, and a don't-need asks again.
+#[test]
+fn fixed_asks_for_each_page_ahead_once() {
+    let config = PolicyConfig::default().with_fixed_pages(8192);
+    let mut ctx = Recorder::new(1 << 20);
+    let mut p = by_name("fixed", config).unwrap();
+    for page in 0..1000 {
+        p.on_read(AppRead::pages(page, 1), &mut ctx);
+    }
+    // 1,000 synchronous pages, 8,192 ahead, then 999 more ahead.
+    assert_eq!(ctx.asked_pages, 1000 + 8192 + 999);
+    assert_eq!(
+        &ctx.ios[..3],
+        &[
+            (0, 1, IoKind::Sync),
+            (1, 8192, IoKind::Ahead),
+            (8193, 1, IoKind::Ahead)
+        ]
+    );
+    // Past half the distance, the whole distance again (what could not be brought in is
+    // asked for again).
+    for page in 1000..4096 {
+        p.on_read(AppRead::pages(page, 1), &mut ctx);
+    }
+    let before = ctx.asked_pages;
+    p.on_read(AppRead::pages(4096, 1), &mut ctx);
+    assert_eq!(ctx.asked_pages - before, 1 + 8192);
+    // A jump elsewhere: the whole distance after it.
+    let before = ctx.asked_pages;
+    p.on_read(AppRead::pages(500_000, 1), &mut ctx);
+    assert_eq!(ctx.asked_pages - before, 1 + 8192);
+    // Advice that may have dropped pages: the distance is asked for again, whole.
+    p.on_hint(
+        ahead::policy::Hint::DontNeed {
+            start_page: 500_001,
+            pages: 10,
+        },
+        &mut ctx,
+    );
+    let before = ctx.asked_pages;
+    p.on_read(AppRead::pages(500_001, 1), &mut ctx);
+    assert_eq!(ctx.asked_pages - before, 1 + 8192);
 }
 
 #[test]
