@@ -45,25 +45,24 @@ impl Policy for Fixed {
         let start = read.end_page();
         let end = start.saturating_add(self.ahead_pages).min(self.limit_page);
         // Within the first half of what was asked for already, only the pages past it.
-        let half = self.asked_from + self.ahead_pages / 2;
+        let half = self.asked_from.saturating_add(self.ahead_pages / 2);
         let from = if (self.asked_from..self.asked_to.min(half)).contains(&start) {
             self.asked_to
         } else {
-            self.asked_from = start;
+            (self.asked_from, self.asked_to) = (start, start);
             start
         };
         if end > from {
             ctx.start_io(IoRequest::ahead(from, end - from));
             self.asked_to = end;
-        } else if from == start {
-            self.asked_to = start;
         }
     }
 
     fn on_hint(&mut self, hint: Hint, _ctx: &mut dyn RaContext) {
         match hint {
             Hint::Limit { end_page } => self.limit_page = end_page,
-            // What was asked for may have been dropped: ask for all of it again.
+            // Advice may have dropped what was asked for (don't-need) or changed what is
+            // wanted: ask for all of it again.
             _ => self.asked_to = self.asked_from,
         }
     }
