@@ -442,6 +442,62 @@ fn the_kernel_reads_ahead_1_mib_a_fuse_read_or_its_own_128_kib_when_told() {
     assert!(err.contains("--kernel-readahead"), "{err}");
 }
 
+/// The engine's pages dropped behind a scan and its pages resident, from the mount's stats.
+fn ring_of(m: &Mounted) -> (u64, u64) {
+    let engine = stats_of(m)["engine"].clone();
+    (
+        engine["dropped_behind_pages"].as_u64().unwrap(),
+        engine["resident_pages"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn a_scan_through_the_mount_runs_in_the_engines_ring_unless_told_not_to() {
+    let Some(()) = fuse() else { return };
+    let src = Scratch::new("mount-ring");
+    // 48 MiB against a 32 MiB budget: larger than a quarter of it, so read through a ring.
+    let bytes = content(48 << 20, 91);
+    std::fs::write(src.0.join("big.bin"), &bytes).unwrap();
+    let budget_pages = (32u64 << 20) / 4096;
+
+    let mut m = Mounted::start(src.0.to_str().unwrap(), &["--budget", "32m"], &[]);
+    fuse_reads_in_order(&m, "big.bin", &bytes);
+    let (dropped, resident) = ring_of(&m);
+    // What the scan passed over went (all but the lag behind its end and what was read
+    // last), so the cache holds about its windows, not a full budget of used pages.
+    assert!(
+        dropped >= (32 << 20) / 4096,
+        "{dropped} pages dropped behind a 48 MiB scan"
+    );
+    assert!(
+        resident < budget_pages * 3 / 4,
+        "{resident} pages resident of {budget_pages} after a scan in the ring"
+    );
+    assert!(
+        m.stop(Duration::from_secs(10)).success(),
+        "{}",
+        m.log_text()
+    );
+
+    let mut m = Mounted::start(
+        src.0.to_str().unwrap(),
+        &["--budget", "32m", "-o", "drop_behind=off"],
+        &[],
+    );
+    fuse_reads_in_order(&m, "big.bin", &bytes);
+    let (dropped, resident) = ring_of(&m);
+    assert_eq!(dropped, 0, "drop_behind=off dropped pages");
+    assert!(
+        resident >= budget_pages * 3 / 4,
+        "{resident} pages resident of {budget_pages}: the cache should have filled"
+    );
+    assert!(
+        m.stop(Duration::from_secs(10)).success(),
+        "{}",
+        m.log_text()
+    );
+}
+
 /// Write `bytes` as the gateway's object `key` (its posix backend keeps objects as files).
 fn put_file(gw: &servers::Server, key: &str, bytes: &[u8]) -> PathBuf {
     let path = gw.dir.0.join("root").join(BUCKET).join(key);

@@ -46,7 +46,13 @@
 //! right. The kernel fetches each page from
 //! the engine at most once per open (no `keep_cache`: an open starts with the kernel's copy
 //! dropped, so a local file changed between opens is read afresh; the engine's own cache,
-//! which checks a file's version, keeps what it fetched).
+//! which checks a file's version, keeps what it fetched). A file larger than a quarter of
+//! the budget is read through the engine's ring (`drop_behind`, on for the mount as for
+//! `ahead cat`; `-o drop_behind=off` turns it off): the pages a scan has passed over are in
+//! the kernel's cache for the rest of the open, so the engine's copy would serve only a later
+//! open, and a scan kept in the ring faults in its windows' memory, not the budget's (the
+//! kernel zeroes every page on its first touch: docs/bench-log/issue-48-mount.md, session
+//! 42). A program that opens such a file again and reads it from its start fetches it again.
 //!
 //! **Errors.** An I/O or network error is the read's `EIO` (or the errno the source gave),
 //! with a line on stderr naming the file; a changed object is `EIO` and a line that says so,
@@ -546,21 +552,36 @@ impl AheadFs {
         Ok((ino, entry))
     }
 
-    fn read_file(&self, file: &File, offset: u64, size: usize) -> io::Result<Vec<u8>> {
+    /// Read `size` bytes at `offset` of `file` (fewer at its end) into `buf`, looped until
+    /// done or the end; the bytes read.
+    fn read_file(
+        &self,
+        file: &File,
+        offset: u64,
+        size: usize,
+        buf: &mut Vec<u8>,
+    ) -> io::Result<usize> {
         let len = file.len();
         let want = (size as u64).min(len.saturating_sub(offset)) as usize;
-        let mut buf = vec![0u8; want];
+        if buf.len() < want {
+            buf.resize(want, 0);
+        }
         let mut done = 0;
         while done < want {
-            let n = file.read_at(&mut buf[done..], offset + done as u64)?;
+            let n = file.read_at(&mut buf[done..want], offset + done as u64)?;
             if n == 0 {
                 break;
             }
             done += n;
         }
-        buf.truncate(done);
-        Ok(buf)
+        Ok(done)
     }
+}
+
+thread_local! {
+    /// A session thread's buffer for the bytes of a read's reply, kept between reads: a fresh
+    /// one a read (up to FUSE's largest, 1 MiB) was zeroed and faulted in every time.
+    static REPLY_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// The engine's statistics and a mount's counters, as the stats file holds them.
@@ -695,19 +716,21 @@ impl Filesystem for AheadFs {
         };
         read.store(true, Ordering::Relaxed);
         self.counters.reads.fetch_add(1, Ordering::Relaxed);
-        match self.read_file(&file, offset, size as usize) {
-            Ok(bytes) => {
-                self.counters
-                    .bytes_read
-                    .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-                reply.data(&bytes)
-            }
-            Err(e) => {
-                self.counters.read_errors.fetch_add(1, Ordering::Relaxed);
-                eprintln!("ahead mount: read of {} bytes at {offset}: {e}", size);
-                reply.error(errno_of(&e))
-            }
-        }
+        REPLY_BUF.with_borrow_mut(
+            |buf| match self.read_file(&file, offset, size as usize, buf) {
+                Ok(n) => {
+                    self.counters
+                        .bytes_read
+                        .fetch_add(n as u64, Ordering::Relaxed);
+                    reply.data(&buf[..n])
+                }
+                Err(e) => {
+                    self.counters.read_errors.fetch_add(1, Ordering::Relaxed);
+                    eprintln!("ahead mount: read of {} bytes at {offset}: {e}", size);
+                    reply.error(errno_of(&e))
+                }
+            },
+        )
     }
 
     fn release(

@@ -206,8 +206,9 @@ fn stats_line(engine: &ahead::engine::Engine, counters: &fs::MountCounters) -> S
 
 fn build_engine(a: &MountArgs) -> Result<ahead::engine::Engine, Failure> {
     let settings = engine_settings(&a.budget, &a.policy, &a.engine, a.budget_over_memory);
+    // Drop-behind (the engine's ring for scans) by default: see "The kernel's cache and readahead" in fs.rs.
     start_engine(with_settings(
-        ahead::engine::Engine::builder(),
+        ahead::engine::Engine::builder().drop_behind(true),
         settings,
         &a.option,
     )?)
