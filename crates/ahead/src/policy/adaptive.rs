@@ -67,7 +67,9 @@
 //! there, read once already, may have been evicted since. If the reader goes on there, so do
 //! its windows. A stream whose reader read a run and skipped ahead expects the same again:
 //! its windows stop at the next run's end and go on after the skip, until a run goes on
-//! longer (one miss, then windows as before).
+//! longer (one miss, then windows as before). Once the same run and skip have come twice in a
+//! row, and each run is at least the largest request, what is ahead of its reader is counted
+//! in the runs' pages, not the distance to its frontier: the lead is what it will read.
 //!
 //! **Feedback.** Top-ups that find every page cached twice in a row turn the stream's
 //! readahead off (no more lookups); it comes back on after two misses within sixteen reads, so

@@ -181,6 +181,27 @@ impl Stream {
         PageRange::of_len(from, pages.min(self.period_run - off).max(1))
     }
 
+    /// Forward: the pages in `[from, to)` its reader will read: with `runs_only` (its windows
+    /// follow a period: see [`Adaptive::counts_runs`]) and a period that has repeated (the
+    /// same run and skip twice in a row), the runs' pages only, not the skips between them;
+    /// else the distance.
+    pub(super) fn run_pages(&self, from: u64, to: u64, runs_only: bool) -> u64 {
+        if !runs_only
+            || self.period_seen < 2
+            || self.period_run == 0
+            || from < self.run_start
+            || to <= from
+        {
+            return to.saturating_sub(from);
+        }
+        let period = self.period_run.saturating_add(self.period_skip);
+        let read_before = |x: u64| {
+            let d = x - self.run_start;
+            (d / period) * self.period_run + (d % period).min(self.period_run)
+        };
+        read_before(to) - read_before(from)
+    }
+
     /// How `(s, e)` relates to this stream, if at all, at read number `now`.
     pub(super) fn join(&self, s: u64, e: u64, now: u64) -> Option<Join> {
         if !self.live {

@@ -178,6 +178,20 @@ impl Adaptive {
         gap > 0 && (gap < self.request_cost && gap * 100 <= record || 4 * gap <= self.request_cost)
     }
 
+    /// Whether what is ahead of stream `i`'s reader is counted in the pages of its runs, not
+    /// as the distance to its frontier: where its windows follow its runs and skips, each run
+    /// at least the largest request (so following them costs no more requests than reading
+    /// in order). What must stay ahead of a reader that skips is the runs it will read:
+    /// counted as the distance, a reader of 48 MiB runs and 17 MiB skips kept a quarter less
+    /// in flight than a reader in order, and waited at the start of every third run
+    /// (docs/bench-log/issue-48-mount.md, session 42). Where runs are smaller than a request
+    /// (a fragmented table's pages, a few at a time), each window is a small request of its
+    /// own, and keeping more of them ahead cost more than it brought (the recorded sqlite3
+    /// scan of a fragmented table, `tests/recorded_traces.rs`, twice as slow).
+    pub(super) fn counts_runs(&self, i: usize) -> bool {
+        self.follows_period(i) && self.streams[i].period_run >= self.io_max
+    }
+
     /// Whether stream `i`'s windows follow its runs and skips: not where a skip is cheaper to
     /// read through than to jump with another request (a disk's seek over a few pages), as a
     /// stride's gap is not.
@@ -315,6 +329,7 @@ impl Adaptive {
         let (dl, sz) = (self.device_lead, self.sizing());
         let defer = self.defers_successor(&self.streams[i]);
         let follows = self.follows_period(i);
+        let runs_only = self.counts_runs(i);
         let st = &mut self.streams[i];
         if st.frontier < st.reach {
             st.frontier = st.reach;
@@ -328,7 +343,7 @@ impl Adaptive {
             caps.lead,
         );
         let need = if defer { need.div_ceil(2) } else { need };
-        if !missed && st.frontier - st.reach >= need {
+        if !missed && st.run_pages(st.reach, st.frontier, runs_only) >= need {
             return None; // the marker is still ahead of the reader
         }
         if missed {
@@ -413,9 +428,11 @@ impl Adaptive {
         // Where another reader began: the loop moves only this stream's frontier.
         let bound = self.partition_end(i);
         let follows = self.follows_period(i);
+        let runs_only = self.counts_runs(i);
         loop {
             let st = &mut self.streams[i];
-            if st.frontier - st.reach >= lead(st.window.max(window), dl, caps.lead) {
+            let need = lead(st.window.max(window), dl, caps.lead);
+            if st.run_pages(st.reach, st.frontier, runs_only) >= need {
                 break;
             }
             if st.window > 0 {
