@@ -60,6 +60,8 @@ pub(super) struct Stream {
     pub(super) period_run: u64,
     pub(super) period_skip: u64,
     pub(super) period_seen: u8,
+    /// Whether this run has grown the period's run already (see [`Stream::grow_run`]).
+    pub(super) run_grown: bool,
     /// The pages the last skip passed over: a read among them shows it was no skip (a
     /// shuffled scan comes back for them), and the period is forgotten.
     pub(super) gap: PageRange,
@@ -104,6 +106,7 @@ impl Stream {
         period_run: 0,
         period_skip: 0,
         period_seen: 0,
+        run_grown: false,
         gap: PageRange::new(0, 0),
         before_skip: 0,
         frontier_before_skip: None,
@@ -155,14 +158,58 @@ impl Stream {
             return;
         }
         self.gap = PageRange::new(reach, s);
+        self.run_grown = false;
         if run < skip.max(4 * self.record) {
             self.period_seen = 0;
         } else if (run, skip) == (self.period_run, self.period_skip) {
             self.period_seen = self.period_seen.saturating_add(1);
+        } else if run + skip == self.period_run + self.period_skip
+            && self.period_seen > 0
+            && run.abs_diff(self.period_run) <= (run + skip) / 32
+        {
+            // The same period, its run longer or shorter by a read (a kernel's readahead read
+            // past the run's end, or not: `grow_run`): the longer run is kept.
+            self.period_seen = self.period_seen.saturating_add(1);
+            self.period_run = self.period_run.max(run);
+            self.period_skip = run + skip - self.period_run;
         } else {
             (self.period_run, self.period_skip, self.period_seen) = (run, skip, 1);
         }
         self.run_start = s;
+    }
+
+    /// Forward: its reader read on to `e`, past the end of the run its period foretold. Once a
+    /// run, by at most 1/32 of a period that has repeated (the same run and skip twice in a
+    /// row), the run grows to `e` (its skip shrinks as much) and the period stands: a kernel's
+    /// readahead reads on a little past each run's end (a program reading through a mount),
+    /// and whether that read comes before the reader's skip or after changes the run by a
+    /// read. Else the runs do not repeat: the period is forgotten. Returns whether it stands.
+    pub(super) fn grow_run(&mut self, e: u64) -> bool {
+        let end = self.run_start + self.period_run;
+        let over = e.saturating_sub(end);
+        let period = self.period_run.saturating_add(self.period_skip);
+        if self.period_seen >= 2
+            && !self.run_grown
+            && over <= period / 32
+            && over < self.period_skip
+        {
+            self.run_grown = true;
+            self.period_run += over;
+            self.period_skip -= over;
+            true
+        } else {
+            self.period_seen = 0;
+            false
+        }
+    }
+
+    /// Forward: whether `[s, e)` lies within a run its period, repeated, foretells.
+    pub(super) fn in_foretold_run(&self, s: u64, e: u64) -> bool {
+        self.period_seen >= 2
+            && self.period_run > 0
+            && s >= self.run_start
+            && self.follow_period(s, e - s).first == s
+            && self.follow_period(s, e - s).end >= e
     }
 
     /// Forward: where a window of `pages` from `from` goes once the stream has made a skip:
@@ -396,9 +443,10 @@ impl Adaptive {
                         st.used += s.saturating_sub(st.reach);
                         st.shape = Shape::Forward;
                         st.reach = e;
-                        // A run longer than the last: the runs do not repeat.
+                        // A run longer than the last: the runs do not repeat (or, by a
+                        // read, once, the run was a read longer: `grow_run`).
                         if st.period_seen > 0 && e > st.run_start + st.period_run {
-                            st.period_seen = 0;
+                            st.grow_run(e);
                         }
                     }
                     Shape::Unknown | Shape::Backward => {

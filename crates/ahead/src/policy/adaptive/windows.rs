@@ -355,11 +355,16 @@ impl Adaptive {
                 // read into after all, or pages evicted. The reader waits either way; the
                 // hole up to the next cached page comes in the same request (a window at
                 // most), or every read through it would wait on its own.
-                // A period that foretold a skip the reader did not make is no period.
-                if follows {
+                // A period that foretold a skip the reader did not make is no period; a read
+                // within a run it foretells (one it has just grown to: `grow_run`) leaves it
+                // standing, and the hole is filled to the run's end, not into the skip.
+                let mut to = st.frontier.min(s + window.max(e - s));
+                if follows && st.in_foretold_run(s, e) {
+                    to = to.min(st.follow_period(s, to - s).end);
+                } else if follows {
                     st.period_seen = 0;
                 }
-                let end = hole_end(ctx, e, st.frontier.min(s + window.max(e - s)));
+                let end = hole_end(ctx, e, to);
                 return Some(self.issue(ctx, IoKind::Sync, s, end - s, e - s));
             }
             // The lead waits for the stream to continue, hinted or not: many files opened at
