@@ -206,7 +206,7 @@ fn stats_line(engine: &ahead::engine::Engine, counters: &fs::MountCounters) -> S
 
 fn build_engine(a: &MountArgs) -> Result<ahead::engine::Engine, Failure> {
     let settings = engine_settings(&a.budget, &a.policy, &a.engine, a.budget_over_memory);
-    // Drop-behind (the engine's ring for scans) by default: see "The kernel's cache and readahead" in fs.rs.
+    // The engine's ring for scans (drop-behind) by default: fs.rs says why.
     start_engine(with_settings(
         ahead::engine::Engine::builder().drop_behind(true),
         settings,

@@ -183,8 +183,8 @@ impl Stream {
     /// row), the run grows to `e` (its skip shrinks as much) and the period stands: a kernel's
     /// readahead reads on a little past each run's end (a program reading through a mount),
     /// and whether that read comes before the reader's skip or after changes the run by a
-    /// read. Else the runs do not repeat: the period is forgotten. Returns whether it stands.
-    pub(super) fn grow_run(&mut self, e: u64) -> bool {
+    /// read. Else the runs do not repeat: the period is forgotten.
+    pub(super) fn grow_run(&mut self, e: u64) {
         let end = self.run_start + self.period_run;
         let over = e.saturating_sub(end);
         let period = self.period_run.saturating_add(self.period_skip);
@@ -196,20 +196,18 @@ impl Stream {
             self.run_grown = true;
             self.period_run += over;
             self.period_skip -= over;
-            true
         } else {
             self.period_seen = 0;
-            false
         }
     }
 
     /// Forward: whether `[s, e)` lies within a run its period, repeated, foretells.
     pub(super) fn in_foretold_run(&self, s: u64, e: u64) -> bool {
-        self.period_seen >= 2
-            && self.period_run > 0
-            && s >= self.run_start
-            && self.follow_period(s, e - s).first == s
-            && self.follow_period(s, e - s).end >= e
+        if self.period_seen < 2 || self.period_run == 0 || s < self.run_start {
+            return false;
+        }
+        let run = self.follow_period(s, e - s);
+        run.first == s && run.end >= e
     }
 
     /// Forward: where a window of `pages` from `from` goes once the stream has made a skip:
