@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use ahead::policy::{by_name, AppRead, IoKind, IoRequest, PolicyConfig, RaContext};
+use ahead::policy::{by_name, AppRead, IoKind, IoRequest, Policy, PolicyConfig, RaContext};
 
 /// A cache that records every I/O a policy starts.
 struct Recorder {
@@ -88,15 +88,34 @@ fn windows_with(
     let mut ctx = Recorder::new(file_pages);
     let mut p = by_name(policy, config).unwrap();
     for (start, pages) in reads {
-        p.on_read(AppRead::pages(start, pages), &mut ctx);
-        // The driver reads whatever is still absent.
-        for q in start..start + pages {
-            if !ctx.is_cached(q) {
-                ctx.start_io(IoRequest::sync(q, 1));
-            }
-        }
+        read(p.as_mut(), &mut ctx, start, pages);
     }
     ctx.ios.iter().map(|&(s, n, _)| (s, n)).collect()
+}
+
+/// The application reads `pages` at `start` through `p`; the driver reads whatever is still
+/// absent.
+fn read(p: &mut dyn Policy, ctx: &mut Recorder, start: u64, pages: u64) {
+    p.on_read(AppRead::pages(start, pages), ctx);
+    for q in start..start + pages {
+        if !ctx.is_cached(q) {
+            ctx.start_io(IoRequest::sync(q, 1));
+        }
+    }
+}
+
+/// `adaptive` on an object store (120 ms to a first byte, 500 MB/s) with a 256 MiB readahead
+/// budget, over a file of `file_pages`.
+fn adaptive_on_a_store(file_pages: u64) -> (Box<dyn Policy>, Recorder) {
+    let mut ctx = Recorder::new(file_pages);
+    ctx.readahead_budget = (256 << 20) / 4096;
+    let mut p = by_name("adaptive", PolicyConfig::new(16384, 2048)).unwrap();
+    p.on_device(ahead::policy::DeviceEstimate {
+        latency_ns: 120_000_000,
+        bytes_per_sec: 500_000_000,
+        request_overhead_ns: 2_000_000,
+    });
+    (p, ctx)
 }
 
 #[test]
@@ -284,24 +303,12 @@ fn the_readahead_budget_is_shared_by_size_not_by_count() {
 fn least_ahead_in_runs(run: u64, skip: u64) -> u64 {
     let period = run + skip;
     let file_pages = 16 * period;
-    let mut ctx = Recorder::new(file_pages);
-    ctx.readahead_budget = (256 << 20) / 4096;
-    let mut p = by_name("adaptive", PolicyConfig::new(16384, 2048)).unwrap();
-    p.on_device(ahead::policy::DeviceEstimate {
-        latency_ns: 120_000_000,
-        bytes_per_sec: 500_000_000,
-        request_overhead_ns: 2_000_000,
-    });
+    let (mut p, mut ctx) = adaptive_on_a_store(file_pages);
     let in_a_run = |q: u64| q % period < run;
     let mut least = u64::MAX;
     for k in 0..9 {
         for page in (k * period..k * period + run).step_by(64) {
-            p.on_read(AppRead::pages(page, 64), &mut ctx);
-            for q in page..page + 64 {
-                if !ctx.is_cached(q) {
-                    ctx.start_io(IoRequest::sync(q, 1));
-                }
-            }
+            read(p.as_mut(), &mut ctx, page, 64);
             if k >= 4 {
                 let ahead = ctx
                     .cached
@@ -334,27 +341,15 @@ fn adaptive_keeps_a_period_whose_runs_a_kernels_readahead_reads_a_little_past() 
     // reader's skip). The period stands: what is read of the skips is those reads, and the
     // runs after the third are read ahead (a read past a run's end the period has not yet
     // grown to waits, a few at most).
-    let (run, skip, read) = (12288u64, 4352u64, 256u64);
+    let (run, skip, read_pages) = (12288u64, 4352u64, 256u64);
     let period = run + skip;
-    let mut ctx = Recorder::new(16 * period);
-    ctx.readahead_budget = (256 << 20) / 4096;
-    let mut p = by_name("adaptive", PolicyConfig::new(16384, 2048)).unwrap();
-    p.on_device(ahead::policy::DeviceEstimate {
-        latency_ns: 120_000_000,
-        bytes_per_sec: 500_000_000,
-        request_overhead_ns: 2_000_000,
-    });
+    let (mut p, mut ctx) = adaptive_on_a_store(16 * period);
     let mut waited_after_third = 0;
     for k in 0..12u64 {
-        let end = k * period + run + if k == 5 { 0 } else { read };
-        for page in (k * period..end).step_by(read as usize) {
+        let end = k * period + run + if k == 5 { 0 } else { read_pages };
+        for page in (k * period..end).step_by(read_pages as usize) {
             let waits = !ctx.is_cached(page);
-            p.on_read(AppRead::pages(page, read), &mut ctx);
-            for q in page..page + read {
-                if !ctx.is_cached(q) {
-                    ctx.start_io(IoRequest::sync(q, 1));
-                }
-            }
+            read(p.as_mut(), &mut ctx, page, read_pages);
             if k >= 3 && waits {
                 waited_after_third += 1;
             }
@@ -365,7 +360,7 @@ fn adaptive_keeps_a_period_whose_runs_a_kernels_readahead_reads_a_little_past() 
     let in_skips = ctx
         .cached
         .iter()
-        .filter(|&&q| (2..12).contains(&(q / period)) && q % period >= run + read)
+        .filter(|&&q| (2..12).contains(&(q / period)) && q % period >= run + read_pages)
         .count();
     assert_eq!(
         in_skips, 0,

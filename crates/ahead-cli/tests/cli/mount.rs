@@ -96,6 +96,12 @@ impl Mounted {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// SIGTERM, and a clean exit within 10 s (its log if not).
+    fn stop_ok(&mut self) {
+        let status = self.stop(Duration::from_secs(10));
+        assert!(status.success(), "{status}: {}", self.log_text());
+    }
+
     /// SIGTERM, and the exit status within `within`.
     fn stop(&mut self, within: Duration) -> std::process::ExitStatus {
         // SAFETY: kill sends a signal to our own child.
@@ -299,11 +305,7 @@ fn a_local_directory_reads_as_its_files_through_cat_dd_cmp_python_sqlite3_and_th
         "{text:?}"
     );
     // SIGTERM unmounts and ends it
-    assert!(
-        m.stop(Duration::from_secs(10)).success(),
-        "{}",
-        m.log_text()
-    );
+    m.stop_ok();
     assert!(!is_mounted(&m.dir));
     assert!(m.log_text().contains("unmounted"), "{}", m.log_text());
 }
@@ -357,11 +359,7 @@ fn a_directorys_files_read_in_turn_are_opened_ahead_byte_for_byte() {
     let ahead = v["mount"]["opened_ahead"].as_u64().unwrap();
     assert!(ahead >= 9, "{ahead} of the 12 in turn opened ahead: {v}");
     assert_eq!(v["mount"]["read_errors"], 0, "{v}");
-    assert!(
-        m.stop(Duration::from_secs(10)).success(),
-        "{}",
-        m.log_text()
-    );
+    m.stop_ok();
 }
 
 /// FUSE reads a 4 KiB reader in order sends for `path`, whose bytes must be `bytes`.
@@ -406,11 +404,7 @@ fn the_kernel_reads_ahead_1_mib_a_fuse_read_or_its_own_128_kib_when_told() {
             m.log_text()
         );
     }
-    assert!(
-        m.stop(Duration::from_secs(10)).success(),
-        "{}",
-        m.log_text()
-    );
+    m.stop_ok();
 
     let mut m = Mounted::start(
         src.0.to_str().unwrap(),
@@ -425,11 +419,7 @@ fn the_kernel_reads_ahead_1_mib_a_fuse_read_or_its_own_128_kib_when_told() {
     );
     let reads = fuse_reads_in_order(&m, "f.bin", &bytes);
     assert!(reads >= 128, "{reads} FUSE reads for 16 MiB at 128 KiB");
-    assert!(
-        m.stop(Duration::from_secs(10)).success(),
-        "{}",
-        m.log_text()
-    );
+    m.stop_ok();
 
     let out = Command::new(env!("CARGO_BIN_EXE_ahead"))
         .arg("mount")
@@ -473,11 +463,7 @@ fn a_scan_through_the_mount_runs_in_the_engines_ring_unless_told_not_to() {
         resident < budget_pages * 3 / 4,
         "{resident} pages resident of {budget_pages} after a scan in the ring"
     );
-    assert!(
-        m.stop(Duration::from_secs(10)).success(),
-        "{}",
-        m.log_text()
-    );
+    m.stop_ok();
 
     let mut m = Mounted::start(
         src.0.to_str().unwrap(),
@@ -491,11 +477,7 @@ fn a_scan_through_the_mount_runs_in_the_engines_ring_unless_told_not_to() {
         resident >= budget_pages * 3 / 4,
         "{resident} pages resident of {budget_pages}: the cache should have filled"
     );
-    assert!(
-        m.stop(Duration::from_secs(10)).success(),
-        "{}",
-        m.log_text()
-    );
+    m.stop_ok();
 }
 
 /// Write `bytes` as the gateway's object `key` (its posix backend keeps objects as files).
@@ -581,11 +563,7 @@ fn an_s3_prefix_lists_and_reads_byte_for_byte_and_a_replaced_object_is_eio() {
     assert!(failed, "the replaced object read without an error");
     assert!(m.log_text().contains("changed"), "{}", m.log_text());
     drop(file);
-    assert!(
-        m.stop(Duration::from_secs(10)).success(),
-        "{}",
-        m.log_text()
-    );
+    m.stop_ok();
 }
 
 #[test]
@@ -717,11 +695,7 @@ fn an_http_server_mounts_the_files_a_manifest_names_and_a_bad_manifest_is_refuse
         "a name not in the manifest"
     );
     assert!(m.log_text().contains("missing.bin"), "{}", m.log_text());
-    assert!(
-        m.stop(Duration::from_secs(10)).success(),
-        "{}",
-        m.log_text()
-    );
+    m.stop_ok();
 
     // Without a manifest, and with a bad line: refused, naming why.
     let target = scratch.0.join("mnt");
