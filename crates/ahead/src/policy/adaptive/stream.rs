@@ -26,12 +26,27 @@ pub(super) enum Join {
     /// A forward stream's reader, after a skip ahead, goes on from where it was before it:
     /// the skip was one read elsewhere.
     Returns,
+    /// The read after a `Returns` goes on from the read the skip landed on: the skip was a
+    /// skip after all, and the returning read a late one of the run before it (a kernel's
+    /// readahead, its reads answered by several threads, sends them out of order).
+    Resumes,
     /// A second read at the distance a stride candidate saw: the stride is confirmed.
     StrideConfirms,
     /// A first read at some distance from this stream's last: maybe a stride. It starts a new
     /// stream (the old one may still continue forward: interleaved readers look like a stride
     /// for one round).
     StrideCandidate,
+}
+
+/// A forward stream's state right after a skip: where its reader stood, its readahead, the
+/// start of its run and the period the skip made.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SkipState {
+    reach: u64,
+    frontier: u64,
+    run_start: u64,
+    period_seen: u8,
+    gap: PageRange,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -75,6 +90,8 @@ pub(super) struct Stream {
     /// stands), and the start of its run then.
     pub(super) frontier_before_skip: Option<u64>,
     pub(super) run_start_before_skip: u64,
+    /// What a `Returns` undid, kept for the read after it only: a `Resumes` puts it back.
+    pub(super) before_return: Option<SkipState>,
     /// Reads that continued the stream.
     pub(super) run: u32,
     /// Pages the stream's reads covered.
@@ -111,6 +128,7 @@ impl Stream {
         before_skip: 0,
         frontier_before_skip: None,
         run_start_before_skip: 0,
+        before_return: None,
         skip_tick: 0,
         run: 0,
         used: 0,
@@ -149,13 +167,13 @@ impl Stream {
     /// the same as the last. Only a run of several reads, no shorter than the skip, counts:
     /// readers taking turns over one file, or records with small gaps between them, also jump
     /// ahead within what was read ahead, and are better served by reading through.
-    pub(super) fn note_skip(&mut self, s: u64) {
+    pub(super) fn note_skip(&mut self, s: u64) -> bool {
         let reach = self.reach;
         let (run, skip) = (reach.saturating_sub(self.run_start), s.saturating_sub(reach));
         // A gap of a record or two is noise, not a skip: two records read in swapped order, a
         // B-tree scan's neighbouring pages. The run goes on through it.
         if skip <= 2 * self.record.max(1) {
-            return;
+            return false;
         }
         self.gap = PageRange::new(reach, s);
         self.run_grown = false;
@@ -176,19 +194,34 @@ impl Stream {
             (self.period_run, self.period_skip, self.period_seen) = (run, skip, 1);
         }
         self.run_start = s;
+        true
+    }
+
+    /// Forward: its reader skipped ahead to `s`. A real skip (not noise: see `note_skip`)
+    /// remembers where the stream stood, for a next read that returns there; `frontier` is
+    /// its readahead then (`None`: the skip landed within it, and it stands).
+    fn skip_to(&mut self, s: u64, frontier: Option<u64>) {
+        let (reach, run_start) = (self.reach, self.run_start);
+        if self.note_skip(s) {
+            self.before_skip = reach;
+            self.frontier_before_skip = frontier;
+            self.run_start_before_skip = run_start;
+            self.skip_tick = self.tick;
+        }
     }
 
     /// Forward: its reader read on to `e`, past the end of the run its period foretold. Once a
-    /// run, by at most 1/32 of a period that has repeated (the same run and skip twice in a
-    /// row), the run grows to `e` (its skip shrinks as much) and the period stands: a kernel's
-    /// readahead reads on a little past each run's end (a program reading through a mount),
-    /// and whether that read comes before the reader's skip or after changes the run by a
-    /// read. Else the runs do not repeat: the period is forgotten.
+    /// run, by at most 1/32 of the period, the run grows to `e` (its skip shrinks as much)
+    /// and the period stands: a kernel's readahead reads on a little past each run's end (a
+    /// program reading through a mount), and whether that read comes before the reader's skip
+    /// or after, or whether the run's reads start on the period's boundary or a part of a
+    /// read past it, changes the run by a read. Else the runs do not repeat: the period is
+    /// forgotten.
     pub(super) fn grow_run(&mut self, e: u64) {
         let end = self.run_start + self.period_run;
         let over = e.saturating_sub(end);
         let period = self.period_run.saturating_add(self.period_skip);
-        if self.period_seen >= 2
+        if self.period_seen >= 1
             && !self.run_grown
             && over <= period / 32
             && over < self.period_skip
@@ -269,6 +302,13 @@ impl Stream {
                     && e > r
                 {
                     return Some(Join::Returns);
+                }
+                // On from the read the skip landed on, right after a read came back.
+                if let Some(b) = self.before_return {
+                    if now == self.skip_tick + 2 && s + 1 >= b.reach && s <= b.reach && e > b.reach
+                    {
+                        return Some(Join::Resumes);
+                    }
                 }
             }
             _ => {}
@@ -420,14 +460,21 @@ impl Adaptive {
         let st = &mut self.streams[i];
         st.tick = self.tick;
         let len = e - s;
-        if s < st.gap.end && e > st.gap.first {
-            // The reader came back for what it passed over: no skip, no period to follow.
+        if s < st.gap.end && e > st.gap.first && join != Join::Returns {
+            // The reader came back for what it passed over: no skip, no period to follow (a
+            // return forgets them itself, undone if the next read resumes after the skip).
             st.period_seen = 0;
             st.gap = PageRange::new(0, 0);
         }
         if !matches!(join, Join::Skips | Join::Returns) {
             // One read on from the skip: it was a skip, not a jump and back.
             st.before_skip = 0;
+        }
+        if !matches!(join, Join::Returns | Join::Resumes) && st.before_return.take().is_some() {
+            // The read after a return does not go on from the skip: the skip was a jump
+            // elsewhere and back, and the period it made is forgotten.
+            st.period_seen = 0;
+            st.gap = PageRange::new(0, 0);
         }
         match join {
             Join::Continues => {
@@ -467,13 +514,14 @@ impl Adaptive {
                         // jump there and back (a B-tree's interior page read ahead of its
                         // leaves): where the stream stood is kept for a return, and the
                         // window it read ahead stands.
-                        st.before_skip = st.reach;
-                        st.frontier_before_skip = None;
-                        st.run_start_before_skip = st.run_start;
-                        st.skip_tick = st.tick;
-                        st.note_skip(s);
+                        st.skip_to(s, None);
                     }
                     st.reach = st.reach.max(e);
+                    // Past the run's end by a read that came before the one it follows (two
+                    // reads answered out of order): the run is longer, as in `Continues`.
+                    if st.period_seen > 0 && e > st.run_start + st.period_run {
+                        st.grow_run(e);
+                    }
                 } else {
                     st.reach = st.reach.min(s);
                 }
@@ -482,24 +530,52 @@ impl Adaptive {
             }
             Join::Repeats => {}
             Join::Skips => {
-                st.before_skip = st.reach;
-                st.frontier_before_skip = Some(st.frontier);
-                st.run_start_before_skip = st.run_start;
-                st.skip_tick = st.tick;
-                st.note_skip(s);
+                st.skip_to(s, Some(st.frontier));
                 st.reach = e;
                 st.run += 1;
                 st.used += len;
             }
             Join::Returns => {
-                // The skip was a jump: forget it, and go on from where the stream was, its
-                // readahead as it stood then (what the jump read ahead is lost).
+                // The skip was a jump: go on from where the stream was, its readahead as it
+                // stood then (what the jump read ahead is lost), and forget the period the
+                // skip made. Unless the next read goes on from the skip (`Resumes`): then the
+                // return was the run's last read, late, and the stream is put back as the
+                // skip left it. A return no further past the run's end than a period allows
+                // a run to grow (`grow_run`) may well be that: the period is kept for it, so
+                // that its windows do not go into the skip, and forgotten at the next read if
+                // that does not resume.
+                st.before_return = Some(SkipState {
+                    reach: st.reach,
+                    frontier: st.frontier,
+                    run_start: st.run_start,
+                    period_seen: st.period_seen,
+                    gap: st.gap,
+                });
+                let period = st.period_run.saturating_add(st.period_skip);
+                let late = st.period_seen >= 2
+                    && e <= st.run_start_before_skip + st.period_run + period / 32;
+                if !late {
+                    st.period_seen = 0;
+                    st.gap = PageRange::new(0, 0);
+                }
                 st.reach = e;
                 st.frontier = st.frontier_before_skip.unwrap_or(st.frontier).max(e);
                 st.run_start = st.run_start_before_skip.min(s);
                 st.before_skip = 0;
-                st.period_seen = 0;
-                st.gap = PageRange::new(0, 0);
+                st.run += 1;
+                st.used += len;
+            }
+            Join::Resumes => {
+                // The skip stands, and the read that came back was the run's last, late: the
+                // stream is as the skip left it (what the return read ahead is lost), the run
+                // a read longer than the skip saw, which the period allows (`note_skip`).
+                if let Some(b) = st.before_return.take() {
+                    st.frontier = b.frontier.max(st.frontier).max(e);
+                    st.run_start = b.run_start;
+                    st.period_seen = b.period_seen;
+                    st.gap = b.gap;
+                }
+                st.reach = e;
                 st.run += 1;
                 st.used += len;
             }
