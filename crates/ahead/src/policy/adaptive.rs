@@ -120,19 +120,19 @@
 //! **No harm.** Every bet above is bounded by what the reader has shown or paid, so that a
 //! reader nobody tuned for costs little more than the kernel's rule or no readahead at all:
 //! * *Noise does not end a stream.* A gap of a record or two ahead (two records read in
-//!   swapped order) is no skip: no period is learned from it, and the read that comes back
-//!   for it is no return. A skip the reader later comes back into (it reads the pages it
-//!   passed over) was no skip: the period is forgotten. A skip followed by a read where the
-//!   stream stood before it was a jump elsewhere and back (a B-tree scan's interior page),
-//!   also when the jump landed within what was read ahead: the stream goes on where it was,
-//!   its readahead as it stood. Unless the read after that goes on from where the skip
-//!   landed: then the skip stands, and the read that came back was its run's last, late (a
-//!   mount's reads, answered by several threads, reach the policy out of order); where the
-//!   period has repeated and that read lies no further past the run than a run may grow, the
-//!   period is kept until the next read says which it was. A miss in a hole of what was
-//!   read ahead (a skip the period foretold that the reader read into after all) brings the
-//!   hole in with it, a window at most, and forgets the period. A backward stream takes no
-//!   read past its last read's end for one of its window.
+//!   swapped order) is no skip: no period is learned from it, and the read passed over,
+//!   when it comes, forgets only a period seen once. A skip the reader later comes back into
+//!   (it reads the pages it passed over) was no skip: the period is forgotten. A skip
+//!   followed by a read where the stream stood before it was a jump elsewhere and back (a
+//!   B-tree scan's interior page), also when the jump landed within what was read ahead: the
+//!   stream goes on where it was, its readahead as it stood. Unless the skip had repeated a
+//!   period and the read after that goes on from where the skip landed: then the skip
+//!   stands, and the read that came back was its run's last, late (a mount's reads, answered
+//!   by several threads, reach the policy out of order); where that read lies no further past
+//!   the run than a run may grow, the period is kept until the next read says which it was.
+//!   A miss in a hole of what was read ahead (a skip the period foretold that the reader read
+//!   into after all) brings the hole in with it, a window at most, and forgets the period. A
+//!   backward stream takes no read past its last read's end for one of its window.
 //! * *A skip cheaper than a request is read through*, as a stride's gap is: on a disk a run
 //!   and skip of a few pages each is one stream, not a seek per run.
 //! * *Speculation spends only what it was given or has earned.* Its net cost, the pages and

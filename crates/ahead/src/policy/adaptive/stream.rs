@@ -90,6 +90,9 @@ pub(super) struct Stream {
     /// stands), and the start of its run then.
     pub(super) frontier_before_skip: Option<u64>,
     pub(super) run_start_before_skip: u64,
+    /// Whether that skip was noise (a gap of a record or two: two reads swapped): a return
+    /// from it is the swapped read, and forgets only a period seen once.
+    pub(super) skip_was_noise: bool,
     /// What a `Returns` undid, kept for the read after it only: a `Resumes` puts it back.
     pub(super) before_return: Option<SkipState>,
     /// Reads that continued the stream.
@@ -128,6 +131,7 @@ impl Stream {
         before_skip: 0,
         frontier_before_skip: None,
         run_start_before_skip: 0,
+        skip_was_noise: false,
         before_return: None,
         skip_tick: 0,
         run: 0,
@@ -197,17 +201,16 @@ impl Stream {
         true
     }
 
-    /// Forward: its reader skipped ahead to `s`. A real skip (not noise: see `note_skip`)
-    /// remembers where the stream stood, for a next read that returns there; `frontier` is
-    /// its readahead then (`None`: the skip landed within it, and it stands).
+    /// Forward: its reader skipped ahead to `s`: where the stream stood is kept for a next
+    /// read that returns there, and whether the skip was noise (see `note_skip`); `frontier`
+    /// is its readahead then (`None`: the skip landed within it, and it stands).
     fn skip_to(&mut self, s: u64, frontier: Option<u64>) {
         let (reach, run_start) = (self.reach, self.run_start);
-        if self.note_skip(s) {
-            self.before_skip = reach;
-            self.frontier_before_skip = frontier;
-            self.run_start_before_skip = run_start;
-            self.skip_tick = self.tick;
-        }
+        self.skip_was_noise = !self.note_skip(s);
+        self.before_skip = reach;
+        self.frontier_before_skip = frontier;
+        self.run_start_before_skip = run_start;
+        self.skip_tick = self.tick;
     }
 
     /// Forward: its reader read on to `e`, past the end of the run its period foretold. Once a
@@ -535,16 +538,32 @@ impl Adaptive {
                 st.run += 1;
                 st.used += len;
             }
+            Join::Returns if st.skip_was_noise => {
+                // Two reads swapped: go on from the earlier one. A period that has repeated
+                // stands (a mount's reads, answered by several threads, come so now and
+                // then); one seen once is forgotten, as after any return.
+                if st.period_seen < 2 {
+                    st.period_seen = 0;
+                    st.gap = PageRange::new(0, 0);
+                }
+                st.reach = e;
+                st.frontier = st.frontier_before_skip.unwrap_or(st.frontier).max(e);
+                st.before_skip = 0;
+                st.run += 1;
+                st.used += len;
+            }
             Join::Returns => {
                 // The skip was a jump: go on from where the stream was, its readahead as it
                 // stood then (what the jump read ahead is lost), and forget the period the
-                // skip made. Unless the next read goes on from the skip (`Resumes`): then the
-                // return was the run's last read, late, and the stream is put back as the
-                // skip left it. A return no further past the run's end than a period allows
-                // a run to grow (`grow_run`) may well be that: the period is kept for it, so
-                // that its windows do not go into the skip, and forgotten at the next read if
-                // that does not resume.
-                st.before_return = Some(SkipState {
+                // skip made. Unless, where the period had repeated, the next read goes on
+                // from the skip (`Resumes`): then the return was the run's last read, late,
+                // and the stream is put back as the skip left it (a period seen once is not
+                // evidence enough: readers in shuffled order skip and come back as often).
+                // A return no further past the run's end than a period allows a run to grow
+                // (`grow_run`) may well be that: the period is kept for it, so that its
+                // windows do not go into the skip, and forgotten at the next read if that
+                // does not resume.
+                st.before_return = (st.period_seen >= 2).then_some(SkipState {
                     reach: st.reach,
                     frontier: st.frontier,
                     run_start: st.run_start,
