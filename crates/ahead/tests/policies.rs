@@ -334,6 +334,21 @@ fn adaptive_keeps_as_much_of_a_skipping_readers_runs_ahead_as_of_a_reader_in_ord
     );
 }
 
+/// Nothing cached of the skips of runs 2 to 11 of a reader of `period`-page periods whose
+/// runs, with the kernel's read past their end, are `read` pages (the first run's windows
+/// read on into its skip, before any skip was seen; the second showed the period once).
+fn assert_no_skip_read_after_the_second_run(ctx: &Recorder, period: u64, read: u64) {
+    let in_skips = ctx
+        .cached
+        .iter()
+        .filter(|&&q| (2..12).contains(&(q / period)) && q % period >= read)
+        .count();
+    assert_eq!(
+        in_skips, 0,
+        "{in_skips} pages of the skips read after the second run"
+    );
+}
+
 #[test]
 fn adaptive_keeps_a_period_when_a_mounts_reads_come_out_of_order() {
     // 48 MiB runs and 17 MiB skips read 1 MiB at a time through a mount, the kernel's
@@ -366,15 +381,7 @@ fn adaptive_keeps_a_period_when_a_mounts_reads_come_out_of_order() {
             read(p.as_mut(), &mut ctx, page, read_pages);
         }
     }
-    let in_skips = ctx
-        .cached
-        .iter()
-        .filter(|&&q| (2..12).contains(&(q / period)) && q % period >= run + read_pages)
-        .count();
-    assert_eq!(
-        in_skips, 0,
-        "{in_skips} pages of the skips read after the second run"
-    );
+    assert_no_skip_read_after_the_second_run(&ctx, period, run + read_pages);
 }
 
 #[test]
@@ -398,17 +405,7 @@ fn adaptive_keeps_a_period_whose_runs_a_kernels_readahead_reads_a_little_past() 
             }
         }
     }
-    // What was read of the skips after the first two runs (the first run's windows read on
-    // into its skip, before any skip was seen; the second showed the period once).
-    let in_skips = ctx
-        .cached
-        .iter()
-        .filter(|&&q| (2..12).contains(&(q / period)) && q % period >= run + read_pages)
-        .count();
-    assert_eq!(
-        in_skips, 0,
-        "{in_skips} pages of the skips read after the second run"
-    );
+    assert_no_skip_read_after_the_second_run(&ctx, period, run + read_pages);
     assert!(
         waited_after_third <= 4,
         "{waited_after_third} reads waited after the third run"

@@ -300,16 +300,13 @@ impl Stream {
                 if self.shape == Shape::Forward
                     && r > 0
                     && now == self.skip_tick + 1
-                    && s + 1 >= r
-                    && s <= r
-                    && e > r
+                    && goes_on_from(s, e, r)
                 {
                     return Some(Join::Returns);
                 }
                 // On from the read the skip landed on, right after a read came back.
                 if let Some(b) = self.before_return {
-                    if now == self.skip_tick + 2 && s + 1 >= b.reach && s <= b.reach && e > b.reach
-                    {
+                    if now == self.skip_tick + 2 && goes_on_from(s, e, b.reach) {
                         return Some(Join::Resumes);
                     }
                 }
@@ -387,6 +384,12 @@ impl Stream {
         }
         None
     }
+}
+
+/// Whether a read of `[s, e)` goes on from page `at`: it starts there (or on the page
+/// before, a read not aligned to its predecessor's end) and reads past it.
+fn goes_on_from(s: u64, e: u64, at: u64) -> bool {
+    s + 1 >= at && s <= at && e > at
 }
 
 impl Adaptive {
@@ -538,48 +541,42 @@ impl Adaptive {
                 st.run += 1;
                 st.used += len;
             }
-            Join::Returns if st.skip_was_noise => {
-                // Two reads swapped: go on from the earlier one. A period that has repeated
-                // stands (a mount's reads, answered by several threads, come so now and
-                // then); one seen once is forgotten, as after any return.
-                if st.period_seen < 2 {
-                    st.period_seen = 0;
-                    st.gap = PageRange::new(0, 0);
-                }
-                st.reach = e;
-                st.frontier = st.frontier_before_skip.unwrap_or(st.frontier).max(e);
-                st.before_skip = 0;
-                st.run += 1;
-                st.used += len;
-            }
             Join::Returns => {
-                // The skip was a jump: go on from where the stream was, its readahead as it
-                // stood then (what the jump read ahead is lost), and forget the period the
-                // skip made. Unless, where the period had repeated, the next read goes on
-                // from the skip (`Resumes`): then the return was the run's last read, late,
-                // and the stream is put back as the skip left it (a period seen once is not
-                // evidence enough: readers in shuffled order skip and come back as often).
-                // A return no further past the run's end than a period allows a run to grow
-                // (`grow_run`) may well be that: the period is kept for it, so that its
-                // windows do not go into the skip, and forgotten at the next read if that
-                // does not resume.
-                st.before_return = (st.period_seen >= 2).then_some(SkipState {
-                    reach: st.reach,
-                    frontier: st.frontier,
-                    run_start: st.run_start,
-                    period_seen: st.period_seen,
-                    gap: st.gap,
-                });
-                let period = st.period_run.saturating_add(st.period_skip);
-                let late = st.period_seen >= 2
-                    && e <= st.run_start_before_skip + st.period_run + period / 32;
-                if !late {
+                // Back where the stream stood before its skip: go on from there, its readahead
+                // as it stood then (what the skip read ahead is lost).
+                let keeps_period = if st.skip_was_noise {
+                    // Two reads swapped: a period that has repeated stands (a mount's reads,
+                    // answered by several threads, come so now and then); one seen once is
+                    // forgotten, as after any return.
+                    st.period_seen >= 2
+                } else {
+                    // The skip was a jump: forget the period it made. Unless, where the
+                    // period had repeated, the next read goes on from the skip (`Resumes`):
+                    // then the return was the run's last read, late, and the stream is put
+                    // back as the skip left it (a period seen once is not evidence enough:
+                    // readers in shuffled order skip and come back as often). A return no
+                    // further past the run's end than a period allows a run to grow
+                    // (`grow_run`) may well be that: the period is kept for it, so that its
+                    // windows do not go into the skip, and forgotten at the next read if that
+                    // does not resume.
+                    st.before_return = (st.period_seen >= 2).then_some(SkipState {
+                        reach: st.reach,
+                        frontier: st.frontier,
+                        run_start: st.run_start,
+                        period_seen: st.period_seen,
+                        gap: st.gap,
+                    });
+                    st.run_start = st.run_start_before_skip.min(s);
+                    let period = st.period_run.saturating_add(st.period_skip);
+                    st.period_seen >= 2
+                        && e <= st.run_start_before_skip + st.period_run + period / 32
+                };
+                if !keeps_period {
                     st.period_seen = 0;
                     st.gap = PageRange::new(0, 0);
                 }
                 st.reach = e;
                 st.frontier = st.frontier_before_skip.unwrap_or(st.frontier).max(e);
-                st.run_start = st.run_start_before_skip.min(s);
                 st.before_skip = 0;
                 st.run += 1;
                 st.used += len;
