@@ -96,6 +96,9 @@ fn both_drivers_on(
         .io_max_kb(256)
         .budget(budget)
         .device_estimate(ahead::DeviceModel::NVME.estimate(64))
+        // Nor a measured cost of fresh memory, which the simulator's cache does not model
+        // (`RaContext::first_touch_ns`): without the helper, none is measured.
+        .fault_ahead(false)
         .build()
         .unwrap();
     let file = engine.open(path).unwrap();
@@ -322,6 +325,7 @@ fn a_policy_of_the_callers_own_drives_both_drivers_alike() {
             .request_max(256 << 10)
             .budget(budget_pages * 4096)
             .device_estimate(ahead::DeviceModel::NVME.estimate(64))
+            .fault_ahead(false)
             .build()
             .unwrap();
         let file = ahead::OpenOptions::new()

@@ -14,6 +14,8 @@ struct Recorder {
     asked_pages: u64,
     /// What the driver gives the file's readahead (u64::MAX: no limit).
     readahead_budget: u64,
+    /// What a page of fresh memory costs, as the driver measures it (0: none).
+    first_touch_ns: u64,
 }
 
 impl Recorder {
@@ -25,6 +27,7 @@ impl Recorder {
             ios: Vec::new(),
             asked_pages: 0,
             readahead_budget: u64::MAX,
+            first_touch_ns: 0,
         }
     }
 }
@@ -44,6 +47,9 @@ impl RaContext for Recorder {
     }
     fn readahead_budget(&self) -> u64 {
         self.readahead_budget
+    }
+    fn first_touch_ns(&self) -> u64 {
+        self.first_touch_ns
     }
     fn start_io(&mut self, io: IoRequest) -> u64 {
         self.asked_pages += io.pages;
@@ -409,5 +415,39 @@ fn adaptive_keeps_a_period_whose_runs_a_kernels_readahead_reads_a_little_past() 
     assert!(
         waited_after_third <= 4,
         "{waited_after_third} reads waited after the third run"
+    );
+}
+
+/// `adaptive` on the simulator's NVMe model (a page is 1.7 us of its time at full bandwidth)
+/// over a 2 GiB file that fits its readahead budget, the cache's fresh memory costing
+/// `first_touch_ns` a page: random 16 KiB reads at seeded places until speculation's read of
+/// the file in order starts (a read bringing in over 512 pages past itself; a stream's window
+/// from two reads that happen to touch brings in less). The read that started it.
+fn sweep_starts(first_touch_ns: u64) -> u64 {
+    let file_pages = (2u64 << 30) / 4096;
+    let mut ctx = Recorder::new(file_pages);
+    ctx.first_touch_ns = first_touch_ns;
+    let mut p = by_name("adaptive", PolicyConfig::new(2048, 1024)).unwrap();
+    p.on_device(ahead::DeviceModel::NVME.estimate(1024));
+    let mut rng = ahead::pattern::SplitMix64(4711);
+    (1..=100_000)
+        .find(|_| {
+            let start = rng.below(file_pages / 4) * 4;
+            let asked = ctx.asked_pages;
+            read(p.as_mut(), &mut ctx, start, 4);
+            ctx.asked_pages - asked > 4 + 512
+        })
+        .expect("a sweep within 100,000 reads")
+}
+
+/// Speculation pays for the memory its pages take: where the cache grows into fresh memory
+/// whose first touch costs three times the device's time for a page, the random reader's
+/// evidence must be four times as much before the file is read in order.
+#[test]
+fn speculation_into_fresh_memory_waits_for_what_the_memory_costs() {
+    let (warm, fresh) = (sweep_starts(0), sweep_starts(5_100));
+    assert!(
+        fresh >= 3 * warm,
+        "the sweep at read {warm} in memory already used, at read {fresh} in fresh memory"
     );
 }

@@ -705,6 +705,20 @@ impl Cache {
         }
     }
 
+    /// What a page brought in now costs in fresh memory, in ns: what the kernel's first touch
+    /// of a page has cost here (measured by the fault-ahead helper) while the cache grows into
+    /// memory it never used (no free slot below the frontier), else 0 (it reuses memory, or
+    /// the helper measured nothing: its memory was faulted in at build, or no local file
+    /// grew it).
+    pub fn first_touch_ns(&self) -> u64 {
+        if self.free_below_frontier.load(Ordering::Relaxed) > 0
+            || self.frontier.load(Ordering::Relaxed) >= self.slots
+        {
+            return 0;
+        }
+        self.fault_ahead.first_touch_ns()
+    }
+
     /// No memory faulted in ahead of the frontier (the engine's `fault_ahead(false)`).
     pub fn no_fault_ahead(&self) {
         self.fault_ahead.turn_off();

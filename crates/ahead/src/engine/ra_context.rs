@@ -77,4 +77,8 @@ impl RaContext for EngineCtx<'_> {
     fn readahead_budget(&self) -> u64 {
         self.engine.budget_pages.load(Ordering::Relaxed)
     }
+
+    fn first_touch_ns(&self) -> u64 {
+        self.engine.core.cache.first_touch_ns()
+    }
 }

@@ -99,7 +99,13 @@
 //! of a block's transfer. What the speculated pages earn is then the judge: once random reads
 //! have had time to come for them (a quarter of the file's pages), speculation stops if those
 //! that landed on them earned less than half what they cost, and tries again only when random
-//! reads have doubled.
+//! reads have doubled. Every page is charged for the memory it takes as well as for the
+//! device's time: while the engine's cache grows into memory it has never used, the kernel's
+//! first touch of a page (zeroing it; on a virtual machine perhaps getting it back from the
+//! host first) may cost more than reading it, and the driver says what it costs
+//! ([`RaContext::first_touch_ns`]). A reader's misses and speculation's reads pay it alike, so
+//! on a fresh engine the prior waits for that much more evidence and the ledger below pays for
+//! that many fewer pages; the simulator's cache is no memory, and there it costs nothing.
 //!
 //! **A bet past a miss.** Where a miss costs its reader [`BET_PAYOFF`] times the pages of a
 //! first window or more (an object store's round trip; not an SSD's latency, nor a disk's seek,
@@ -228,6 +234,11 @@ pub struct Adaptive {
     /// Pages' worth of time a reader loses to one small miss: a request's latency and overhead
     /// at full bandwidth.
     miss_cost: u64,
+    /// The device's time for a page at full bandwidth, in ns (0: not told).
+    page_ns: u64,
+    /// What a page brought into fresh memory costs beyond the device's time, in sixteenths of
+    /// a page's worth (0 while the cache reuses memory): see [`Adaptive::with_memory`].
+    first_touch16: u64,
     /// Largest window and lead after thrashing (u64::MAX: no thrashing seen).
     thrash_cap: u64,
     clean_topups: u32,
@@ -277,6 +288,8 @@ impl Adaptive {
             device_lead: 0,
             request_cost: 0,
             miss_cost: 0,
+            page_ns: 0,
+            first_touch16: 0,
             thrash_cap: u64::MAX,
             clean_topups: 0,
             congested: false,
@@ -400,6 +413,14 @@ impl Adaptive {
         }
     }
 
+    /// What bringing `pages` into the cache costs, in pages' worth of the device's time: the
+    /// device's time, and the kernel's first touch of the memory they take while the cache
+    /// grows into fresh memory (a reader's misses pay it too, and speculation's reads, which
+    /// may never be used, pay it as theirs).
+    fn with_memory(&self, pages: u64) -> u64 {
+        pages.saturating_add(pages.saturating_mul(self.first_touch16) / 16)
+    }
+
     /// Account pages read ahead (`issued`) and pages lost, and decide whether to bet less.
     fn account(&mut self, issued: u64, lost: u64) {
         self.ahead_issued += issued;
@@ -429,17 +450,21 @@ impl Policy for Adaptive {
         }
         self.tick += 1;
         let (s, e) = (read.first_page(), read.end_page());
+        self.first_touch16 = match self.page_ns {
+            0 => 0,
+            page_ns => ctx.first_touch_ns().saturating_mul(16) / page_ns,
+        };
         let missed = !ctx.is_cached(s);
         self.bets.won_now = !missed && self.bets.marks.remove(s);
         if missed {
             // What the reader's own misses cost: what speculation may spend.
-            self.spec.demand += self.miss_cost + (e - s);
+            self.spec.demand += self.miss_cost + self.with_memory(e - s);
         } else if self.spec.take_mark(s) {
             // The first read to find a speculated granule: a miss speculation saved, whatever
             // stream it joins (a file read in order and at random finds the sweep's pages both
             // ways). Once per granule: a hot page read again and again saved one miss, not
             // one a read.
-            self.spec.saved += self.miss_cost + (e - s);
+            self.spec.saved += self.miss_cost + self.with_memory(e - s);
             self.spec.hits += 1;
         }
         if self.bets.won_now {
@@ -478,6 +503,12 @@ impl Policy for Adaptive {
 
     fn on_device(&mut self, estimate: DeviceEstimate) {
         self.device_lead = estimate.inflight_pages();
+        self.page_ns = if estimate.bytes_per_sec == 0 {
+            0
+        } else {
+            let ns = crate::units::PAGE_SIZE as u128 * 1_000_000_000;
+            (ns / estimate.bytes_per_sec as u128).max(1) as u64
+        };
         // A small miss costs its reader the latency and the request.
         self.miss_cost = DeviceEstimate {
             latency_ns: estimate.latency_ns + estimate.request_overhead_ns,

@@ -238,6 +238,13 @@ pub trait RaContext {
     fn readahead_budget(&self) -> u64 {
         u64::MAX
     }
+    /// What bringing a page into memory the cache has not used before costs now, in ns,
+    /// beyond the device's time for it: the kernel zeroes a page on its first touch (and on a
+    /// virtual machine may first have to get it back from the host). 0 while the cache
+    /// reuses memory, and in the simulator, whose cache models no memory.
+    fn first_touch_ns(&self) -> u64 {
+        0
+    }
 }
 
 /// What the driver has measured of the device, passed to policies as plain numbers (a policy

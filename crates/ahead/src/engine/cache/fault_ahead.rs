@@ -19,13 +19,18 @@
 //! and a cache that holds a few pages never starts the helper. Where the kernel has no
 //! `MADV_POPULATE_WRITE` (before 5.14), nothing is faulted ahead.
 //!
+//! The helper times its faults: what a page of fresh memory costs this machine
+//! ([`FaultAhead::first_touch_ns`]), which the cache tells the policies while it grows into
+//! fresh memory (`Cache::first_touch_ns`), so that what they read on speculation is charged
+//! for the memory it takes as well as for the device's time.
+//!
 //! Giving memory back ([`super::Cache::trim`]) and the helper hold one lock (`advising`)
 //! around their `madvise`s, and trim moves the helper's mark down under it: the helper never
 //! faults in again a range trim has just given back, and trim gives back what the helper
 //! faulted in above the frontier. The helper ends once it has had nothing to do for
 //! [`IDLE_EXIT`], and the next growth starts another; dropping the cache stops it and waits.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -69,6 +74,8 @@ struct Shared {
     work: Condvar,
     /// The last chunk of the arena the helper was told the frontier reached.
     told_chunk: AtomicUsize,
+    /// What faulting in a page has cost the helper, in ns, a running mean (0: not measured).
+    first_touch_ns: AtomicU64,
 }
 
 pub(super) struct FaultAhead {
@@ -94,9 +101,23 @@ impl FaultAhead {
                 }),
                 work: Condvar::new(),
                 told_chunk: AtomicUsize::new(0),
+                first_touch_ns: AtomicU64::new(0),
             }),
             helper: Mutex::new(None),
         }
+    }
+
+    /// What faulting in a page of fresh memory has cost here, in ns: the mean of the helper's
+    /// recent chunks (each counts a quarter), 0 before it has faulted in one.
+    pub fn first_touch_ns(&self) -> u64 {
+        self.shared.first_touch_ns.load(Ordering::Relaxed)
+    }
+
+    /// Have the helper's measure be `ns` (tests: a machine's real cost may be below what the
+    /// helper counts).
+    #[cfg(test)]
+    pub fn set_first_touch_ns(&self, ns: u64) {
+        self.shared.first_touch_ns.store(ns, Ordering::Relaxed);
     }
 
     /// Nothing to fault in ahead, ever: the engine was built without it, or its whole arena
@@ -258,6 +279,7 @@ impl Shared {
             // is dropped, and the cache's drop waits for this thread. MADV_POPULATE_WRITE faults
             // pages in writable without changing their contents, so a slot handed out and
             // being read into meanwhile is left as it is.
+            let started = std::time::Instant::now();
             let done = unsafe {
                 libc::madvise(
                     (self.base + from * PAGE) as *mut libc::c_void,
@@ -278,6 +300,19 @@ impl Shared {
                 return;
             }
             marks.faulted_to = marks.faulted_to.max(to);
+            drop(marks);
+            // Pages a read or a registration faulted in first cost the helper nothing, so a
+            // chunk that took under a microsecond a page is one it mostly found done: not a
+            // measure of the memory's cost.
+            let ns = started.elapsed().as_nanos() as u64 / (to - from) as u64;
+            if ns >= 1000 {
+                let mean = &self.first_touch_ns;
+                let old = mean.load(Ordering::Relaxed);
+                mean.store(
+                    if old == 0 { ns } else { (3 * old + ns) / 4 },
+                    Ordering::Relaxed,
+                );
+            }
         }
     }
 }

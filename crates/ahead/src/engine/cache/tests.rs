@@ -491,3 +491,36 @@ fn no_page_read_ahead_is_evicted_while_the_cache_has_room() {
     ready(&full, &t, 100, 2, Ok(2 * PAGE));
     assert_eq!(full.counters.wasted_pages.load(Ordering::Relaxed), 1);
 }
+
+#[test]
+fn fresh_memory_is_charged_only_while_the_cache_grows_into_it() {
+    use fault_ahead::{AFTER_BYTES, AHEAD_BYTES};
+    let mib = (1 << 20) / PAGE;
+    let (after, ahead) = (AFTER_BYTES / PAGE, AHEAD_BYTES / PAGE);
+    let slots = after + ahead + 32 * mib;
+    let cache = Cache::new(slots).unwrap();
+    let t = cache.table(1, slots as u64);
+    // Nothing faulted in ahead yet: nothing measured.
+    ready(&cache, &t, 0, after / 2, Ok(after / 2 * PAGE));
+    assert_eq!(cache.first_touch_ns(), 0);
+    // Past `AFTER_BYTES` the helper faults memory in ahead, timing it: the cache, growing into
+    // fresh memory, charges what the helper measured (0 where a page took under a
+    // microsecond: memory that cheap is not worth charging).
+    let frontier = after + 4 * mib;
+    ready(
+        &cache,
+        &t,
+        (after / 2) as u64,
+        frontier - after / 2,
+        Ok((frontier - after / 2) * PAGE),
+    );
+    cache.note_growth();
+    resident_soon(&cache, frontier, frontier + ahead);
+    let measured = cache.fault_ahead.first_touch_ns();
+    assert_eq!(cache.first_touch_ns(), measured);
+    cache.fault_ahead.set_first_touch_ns(5_000);
+    assert_eq!(cache.first_touch_ns(), 5_000);
+    // Pages dropped below the frontier: the next pages reuse that memory, at no charge.
+    cache.drop_range(&t, 0, 16);
+    assert_eq!(cache.first_touch_ns(), 0);
+}

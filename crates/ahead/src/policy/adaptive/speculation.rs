@@ -138,7 +138,7 @@ impl Adaptive {
         // need yet.
         let block = (2 * self.miss_cost).next_power_of_two().min(block);
         // No larger than the ledger allows past the read itself.
-        let allowed = self.spec.allowance();
+        let allowed = self.spec.allowance().saturating_mul(16) / (16 + self.first_touch16);
         let block = if block > (e - s) + allowed {
             prev_power_of_two(((e - s) + allowed).max(1))
         } else {
@@ -157,7 +157,7 @@ impl Adaptive {
             .saturating_sub(e - s);
         self.spec.mark(start, end);
         self.spec.issued += started;
-        self.spec.spent += started;
+        self.spec.spent += self.with_memory(started);
     }
 
     /// While speculation is on, the file is also read ahead in order, a step for each random
@@ -179,7 +179,7 @@ impl Adaptive {
             .max(self.device_lead)
             .max((SWEEP_COST_SHARE * self.miss_cost).next_multiple_of(block))
             .min(last - self.spec.swept);
-        if self.spec.allowance() < step + self.request_cost {
+        if self.spec.allowance() < self.with_memory(step) + self.request_cost {
             // The ledger pays for no whole step: wait for more misses, or hits (a step in
             // pieces would pay a request for each).
             return;
@@ -194,7 +194,8 @@ impl Adaptive {
             let started = self.issue(ctx, IoKind::Ahead, from, pages, 0);
             self.spec.mark(from, from + pages);
             self.spec.issued += started;
-            self.spec.spent += started + if started > 0 { self.request_cost } else { 0 };
+            self.spec.spent +=
+                self.with_memory(started) + if started > 0 { self.request_cost } else { 0 };
             self.spec.swept += pages;
             budget -= pages;
         }
@@ -213,8 +214,10 @@ impl Adaptive {
     /// them (a quarter of the file's pages read since the start), speculation stops if they earned
     /// less than half their cost, and is tried again only when the random reads have doubled.
     pub(super) fn spec_block(&mut self, ctx: &dyn RaContext) -> u64 {
-        let sp = &mut self.spec;
         let file = ctx.file_pages().max(1);
+        // What reading the file, and what speculation issued, cost with their memory.
+        let (file_cost, issued_cost) = (self.with_memory(file), self.with_memory(self.spec.issued));
+        let sp = &mut self.spec;
         let budget = ctx.readahead_budget();
         if !fits_cache_whole(ctx) {
             return 0;
@@ -222,13 +225,15 @@ impl Adaptive {
         let unit = self.miss_cost.max(1);
         if sp.block > 0 {
             if sp.jump_pages >= sp.judge_at {
-                if 2 * sp.hits * unit < sp.issued {
+                if 2 * sp.hits * unit < issued_cost {
                     sp.block = 0;
                     sp.retry_at = 2 * sp.jump_pages;
                 }
                 sp.judge_at = u64::MAX;
             }
-        } else if sp.jump_pages >= sp.retry_at && sp.jump_pages.saturating_mul(2 * unit) >= file {
+        } else if sp.jump_pages >= sp.retry_at
+            && sp.jump_pages.saturating_mul(2 * unit) >= file_cost
+        {
             sp.block = prev_power_of_two(self.io_max.min(budget / 2).max(1));
             sp.judge_at = sp.jump_pages + file / 4;
         }

@@ -148,7 +148,7 @@ impl Adaptive {
         // quarters of the share. (A page read ahead is passed in the cache's LRU order by what
         // comes in after it and by what the reader touches before it, twice what is ahead: a
         // full share would have the cache evict it at the margin.)
-        let lead = (share * 3 / 4)
+        let lead = (share.saturating_mul(3) / 4)
             .saturating_sub(window)
             .min(self.thrash_cap)
             .max(window);

@@ -128,41 +128,60 @@ impl FixedBuffers {
         (start, (start + 2 * self.slab).min(self.bytes))
     }
 
-    /// Register the buffer that holds `[buf, buf + len)` if no read has reached it yet. Called
-    /// before the submit lock is taken: registering pins the buffer's memory, which costs
-    /// milliseconds the first time the arena's memory is touched, and a reader taking back a
-    /// queued read must not wait behind it.
+    /// Register the buffer that holds `[buf, buf + len)` if no read has reached it yet; whether
+    /// this call registered it. Called before the submit lock is taken: registering pins the
+    /// buffer's memory, which costs milliseconds the first time the arena's memory is touched,
+    /// and a reader taking back a queued read must not wait behind it.
     pub(super) fn ensure(
         &self,
         ring: &IoUring,
         buf: *mut u8,
         len: usize,
         note: &Mutex<Option<Fallback>>,
-    ) {
+    ) -> bool {
         if self.refused.load(Ordering::Relaxed) {
-            return;
+            return false;
         }
         let Some(k) = self.buffer_for(buf, len) else {
-            return;
+            return false;
         };
         // Not the first buffer: reads into the arena's first slab stay plain, so a cache that
         // holds a few pages does not pin two slabs (16 MiB) for them.
         if k == 0 {
-            return;
+            return false;
         }
-        self.register(ring, k, note);
+        self.register(ring, k, note)
     }
 
-    /// Register buffer `k`, unless it is already.
-    pub(super) fn register(&self, ring: &IoUring, k: usize, note: &Mutex<Option<Fallback>>) {
+    /// Register buffer `k`, unless it is already; whether this call did (or tried: a refusal
+    /// took its time too).
+    pub(super) fn register(
+        &self,
+        ring: &IoUring,
+        k: usize,
+        note: &Mutex<Option<Fallback>>,
+    ) -> bool {
         if self.refused.load(Ordering::Relaxed) || self.registered[k].load(Ordering::Acquire) {
-            return;
+            return false;
         }
         let _one_at_a_time = self.registering.lock().unwrap_or_else(|p| p.into_inner());
         if self.registered[k].load(Ordering::Acquire) {
-            return;
+            return false;
         }
         let (start, end) = self.range_of(k);
+        // Fault the memory in first, outside the ring: registering pins it, and the kernel
+        // faults in what is not there yet (zeroing it, on a virtual machine perhaps getting
+        // it back from the host first) while it holds the ring's lock, so every other
+        // thread's submissions and completions would wait behind it. Failure is not an
+        // error here: the registration faults in what is left, as it did.
+        // SAFETY: the range lies within the arena; MADV_POPULATE_WRITE changes no byte.
+        unsafe {
+            libc::madvise(
+                (self.base + start) as *mut libc::c_void,
+                end - start,
+                libc::MADV_POPULATE_WRITE,
+            );
+        }
         let iov = libc::iovec {
             iov_base: (self.base + start) as *mut libc::c_void,
             iov_len: end - start,
@@ -184,6 +203,7 @@ impl FixedBuffers {
                 ));
             }
         }
+        true
     }
 
     /// Unregister every buffer that reaches the arena's bytes `[from, to)` (slab multiples):
