@@ -44,6 +44,10 @@ pub(super) const AHEAD_BYTES: usize = 24 << 20;
 pub(super) const AFTER_BYTES: usize = 8 << 20;
 /// The helper's unit of work, and how often the frontier tells it (a huge page).
 pub(super) const CHUNK_BYTES: usize = 2 << 20;
+/// The least a chunk's pages must have cost the helper, in ns a page, to count in its measure
+/// of fresh memory: pages a read or a registration faulted in first cost it nothing, so a
+/// chunk faster than this is one it mostly found done.
+const LEAST_MEASURED_NS: u64 = 1_000;
 /// How long the helper waits for more growth before it ends.
 const IDLE_EXIT: Duration = Duration::from_millis(200);
 
@@ -275,11 +279,11 @@ impl Shared {
             if from >= to {
                 continue;
             }
+            let started = std::time::Instant::now();
             // SAFETY: advice on slots [from, to) of the arena, which is mapped until the cache
             // is dropped, and the cache's drop waits for this thread. MADV_POPULATE_WRITE faults
             // pages in writable without changing their contents, so a slot handed out and
             // being read into meanwhile is left as it is.
-            let started = std::time::Instant::now();
             let done = unsafe {
                 libc::madvise(
                     (self.base + from * PAGE) as *mut libc::c_void,
@@ -301,11 +305,8 @@ impl Shared {
             }
             marks.faulted_to = marks.faulted_to.max(to);
             drop(marks);
-            // Pages a read or a registration faulted in first cost the helper nothing, so a
-            // chunk that took under a microsecond a page is one it mostly found done: not a
-            // measure of the memory's cost.
             let ns = started.elapsed().as_nanos() as u64 / (to - from) as u64;
-            if ns >= 1000 {
+            if ns >= LEAST_MEASURED_NS {
                 let mean = &self.first_touch_ns;
                 let old = mean.load(Ordering::Relaxed);
                 mean.store(
