@@ -400,10 +400,12 @@ fn sequential_yardstick(pattern: &str) -> bool {
 
 /// Run the plan. The device's ceilings (with the `device` contender) are measured in every
 /// repeat beside the rest: the sequential sweep at the repeat's start, each random pattern's
-/// random ceiling right after its contenders, and after a sequential pattern's contenders the
-/// sweep's best configuration so far once more: the disk drifts within a run, and a row is
-/// held to the better of the sweep and what the device gave beside it (a quick run's sweep,
-/// measured once at its start, had five rows 1.01-1.15x over it: BENCHMARKS, issue 45).
+/// random ceiling right after its contenders, and before and after a sequential pattern's
+/// contenders the sweep's best configuration so far once more: the disk drifts within a run,
+/// and a row is held to the better of the sweep and the best the device gave beside it (a
+/// quick run's sweep, measured once at its start, had five rows 1.01-1.15x over it:
+/// BENCHMARKS, issue 45; measured after the contenders only, two rows 1.01x: issue 44's log,
+/// session 44).
 pub fn run(plan: &Plan) -> Result<Outcome, String> {
     let mut notes = Vec::new();
     // Every contender runs the patterns that are not experiments of their own.
@@ -463,6 +465,15 @@ pub fn run(plan: &Plan) -> Result<Outcome, String> {
             bar.inc(1);
         }
         for p in &plain {
+            let best = best_streaming(&runs, &sweep).filter(|_| sequential_yardstick(p));
+            if let Some(best) = best {
+                bar.set_message(format!("{p} device"));
+                match streaming_run(plan, best.0) {
+                    Ok(run) => push(&mut runs, p, "device", run),
+                    Err(e) => notes.push(format!("{p} device: {e}")),
+                }
+                bar.inc(1);
+            }
             // Contenders alternate: each repeat starts one further along.
             let n = rotation.len();
             for k in 0..n {
@@ -481,7 +492,7 @@ pub fn run(plan: &Plan) -> Result<Outcome, String> {
                 }
                 bar.inc(1);
             }
-            if let Some(best) = best_streaming(&runs, &sweep).filter(|_| sequential_yardstick(p)) {
+            if let Some(best) = best {
                 bar.set_message(format!("{p} device"));
                 match streaming_run(plan, best.0) {
                     Ok(run) => push(&mut runs, p, "device", run),

@@ -195,7 +195,13 @@ pub(super) fn total_runs(
     for p in patterns.iter().filter_map(|p| find(p)) {
         total += match &p.runs {
             Runs::Reads | Runs::Warm | Runs::Threads(_) => {
-                repeat * (contenders + (device && !matches!(p.yardstick, Yardstick::None)) as usize)
+                // A sequential yardstick is measured before the contenders and after them.
+                let beside = match p.yardstick {
+                    Yardstick::Sequential => 2,
+                    Yardstick::Random(_) => 1,
+                    Yardstick::None => 0,
+                };
+                repeat * (contenders + if device { beside } else { 0 })
             }
             Runs::Experiment { per_repeat, once } => *per_repeat * if *once { 1 } else { repeat },
         };
@@ -247,11 +253,15 @@ mod tests {
             .filter(|p| !matches!(p.runs, Runs::Experiment { .. }))
             .count();
         // Each pattern held to a ceiling measures it beside its contenders: a random one its
-        // random ceiling, a sequential one the sweep's best again.
-        let ceilinged = BENCH_PATTERNS
+        // random ceiling after them, a sequential one the sweep's best before and after them.
+        let ceilinged: usize = BENCH_PATTERNS
             .iter()
-            .filter(|p| !matches!(p.yardstick, Yardstick::None))
-            .count();
+            .map(|p| match p.yardstick {
+                Yardstick::Sequential => 2,
+                Yardstick::Random(_) => 1,
+                Yardstick::None => 0,
+            })
+            .sum();
         let experiments = 5 * (3 + 3 + 6 + 4) + 7 * 4;
         assert_eq!(
             total_runs(&all, repeat, contenders, true, sweep),
