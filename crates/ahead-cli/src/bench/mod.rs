@@ -355,6 +355,25 @@ fn push(runs: &mut Vec<(String, String, Run)>, p: &str, c: &str, r: Run) {
     runs.push((p.to_string(), c.to_string(), r));
 }
 
+/// One streaming run of the device in configuration `s`, kept as pattern `p`'s row `c` (or a
+/// note of why it failed), and the progress bar moved on.
+fn measure_streaming(
+    plan: &Plan,
+    s: raw::Streaming,
+    p: &str,
+    c: &str,
+    runs: &mut Vec<(String, String, Run)>,
+    notes: &mut Vec<String>,
+    bar: &indicatif::ProgressBar,
+) {
+    bar.set_message(format!("{p} {c}"));
+    match streaming_run(plan, s) {
+        Ok(run) => push(runs, p, c, run),
+        Err(e) => notes.push(format!("{p} {c}: {e}")),
+    }
+    bar.inc(1);
+}
+
 /// The sweep's configuration with the best median so far, and that median in MB/s, if it has run.
 fn best_streaming(
     runs: &[(String, String, Run)],
@@ -457,22 +476,12 @@ pub fn run(plan: &Plan) -> Result<Outcome, String> {
         // repeat.
         for k in 0..sweep.len() {
             let s = sweep[(k + rep) % sweep.len()];
-            bar.set_message(format!("{DEVICE_SEQ} {}", s.name()));
-            match streaming_run(plan, s) {
-                Ok(run) => push(&mut runs, DEVICE_SEQ, &s.name(), run),
-                Err(e) => notes.push(format!("{DEVICE_SEQ} {}: {e}", s.name())),
-            }
-            bar.inc(1);
+            measure_streaming(plan, s, DEVICE_SEQ, &s.name(), &mut runs, &mut notes, &bar);
         }
         for p in &plain {
             let best = best_streaming(&runs, &sweep).filter(|_| sequential_yardstick(p));
             if let Some(best) = best {
-                bar.set_message(format!("{p} device"));
-                match streaming_run(plan, best.0) {
-                    Ok(run) => push(&mut runs, p, "device", run),
-                    Err(e) => notes.push(format!("{p} device: {e}")),
-                }
-                bar.inc(1);
+                measure_streaming(plan, best.0, p, "device", &mut runs, &mut notes, &bar);
             }
             // Contenders alternate: each repeat starts one further along.
             let n = rotation.len();
@@ -493,12 +502,7 @@ pub fn run(plan: &Plan) -> Result<Outcome, String> {
                 bar.inc(1);
             }
             if let Some(best) = best {
-                bar.set_message(format!("{p} device"));
-                match streaming_run(plan, best.0) {
-                    Ok(run) => push(&mut runs, p, "device", run),
-                    Err(e) => notes.push(format!("{p} device: {e}")),
-                }
-                bar.inc(1);
+                measure_streaming(plan, best.0, p, "device", &mut runs, &mut notes, &bar);
             }
             if let Some(phases) = random_phases(p).filter(|_| device) {
                 bar.set_message(format!("{p} device"));

@@ -71,6 +71,18 @@ pub(super) enum Yardstick {
     None,
 }
 
+impl Yardstick {
+    /// The device's runs beside a pattern's contenders, each repeat: a sequential yardstick
+    /// before them and after them (the disk drifts), a random one after them.
+    pub(super) fn runs_beside(&self) -> usize {
+        match self {
+            Yardstick::Sequential => 2,
+            Yardstick::Random(_) => 1,
+            Yardstick::None => 0,
+        }
+    }
+}
+
 /// The reads of the single-reader pattern `name` over a file of `size` bytes: (offset,
 /// length), from the library's table of readers (none for a pattern that is not one).
 pub(super) fn reads(name: &str, size: u64) -> Reads {
@@ -195,13 +207,7 @@ pub(super) fn total_runs(
     for p in patterns.iter().filter_map(|p| find(p)) {
         total += match &p.runs {
             Runs::Reads | Runs::Warm | Runs::Threads(_) => {
-                // A sequential yardstick is measured before the contenders and after them.
-                let beside = match p.yardstick {
-                    Yardstick::Sequential => 2,
-                    Yardstick::Random(_) => 1,
-                    Yardstick::None => 0,
-                };
-                repeat * (contenders + if device { beside } else { 0 })
+                repeat * (contenders + if device { p.yardstick.runs_beside() } else { 0 })
             }
             Runs::Experiment { per_repeat, once } => *per_repeat * if *once { 1 } else { repeat },
         };
@@ -256,11 +262,7 @@ mod tests {
         // random ceiling after them, a sequential one the sweep's best before and after them.
         let ceilinged: usize = BENCH_PATTERNS
             .iter()
-            .map(|p| match p.yardstick {
-                Yardstick::Sequential => 2,
-                Yardstick::Random(_) => 1,
-                Yardstick::None => 0,
-            })
+            .map(|p| p.yardstick.runs_beside())
             .sum();
         let experiments = 5 * (3 + 3 + 6 + 4) + 7 * 4;
         assert_eq!(

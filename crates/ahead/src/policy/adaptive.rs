@@ -421,6 +421,12 @@ impl Adaptive {
         pages.saturating_add(pages.saturating_mul(self.first_touch16) / 16)
     }
 
+    /// The pages `worth` pages' worth of time brings into the cache, their memory paid:
+    /// [`Adaptive::with_memory`] the other way.
+    fn pages_within(&self, worth: u64) -> u64 {
+        worth.saturating_mul(16) / (16 + self.first_touch16)
+    }
+
     /// Account pages read ahead (`issued`) and pages lost, and decide whether to bet less.
     fn account(&mut self, issued: u64, lost: u64) {
         self.ahead_issued += issued;

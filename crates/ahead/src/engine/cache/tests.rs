@@ -277,18 +277,27 @@ fn resident_soon(cache: &Cache, from: usize, to: usize) -> usize {
     resident_in(cache, from, to)
 }
 
-#[test]
-fn a_growing_cache_finds_its_memory_faulted_in_ahead_and_gives_it_back_with_the_rest() {
+/// A cache with room past where its memory starts being faulted in ahead (`AFTER_BYTES`,
+/// then `AHEAD_BYTES`, then 32 MiB), holding half of `AFTER_BYTES` of one file: the cache, the
+/// file's table, and a MiB, the helper's start and its reach, in slots.
+fn small_cache_below_fault_ahead() -> (Cache, Arc<PageTable>, usize, usize, usize) {
     use fault_ahead::{AFTER_BYTES, AHEAD_BYTES};
     let mib = (1 << 20) / PAGE;
     let (after, ahead) = (AFTER_BYTES / PAGE, AHEAD_BYTES / PAGE);
     let slots = after + ahead + 32 * mib;
     let cache = Cache::new(slots).unwrap();
     let t = cache.table(1, slots as u64);
+    ready(&cache, &t, 0, after / 2, Ok(after / 2 * PAGE));
+    (cache, t, mib, after, ahead)
+}
+
+#[test]
+fn a_growing_cache_finds_its_memory_faulted_in_ahead_and_gives_it_back_with_the_rest() {
+    let (cache, t, mib, after, ahead) = small_cache_below_fault_ahead();
+    let slots = cache.slots();
     // A huge page may be faulted in whole around a touched page: 2 MiB of margin.
     let margin = 2 * mib;
     // A small cache: nothing past what it holds.
-    ready(&cache, &t, 0, after / 2, Ok(after / 2 * PAGE));
     cache.note_growth();
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(resident_in(&cache, after / 2 + margin, slots), 0);
@@ -494,14 +503,8 @@ fn no_page_read_ahead_is_evicted_while_the_cache_has_room() {
 
 #[test]
 fn fresh_memory_is_charged_only_while_the_cache_grows_into_it() {
-    use fault_ahead::{AFTER_BYTES, AHEAD_BYTES};
-    let mib = (1 << 20) / PAGE;
-    let (after, ahead) = (AFTER_BYTES / PAGE, AHEAD_BYTES / PAGE);
-    let slots = after + ahead + 32 * mib;
-    let cache = Cache::new(slots).unwrap();
-    let t = cache.table(1, slots as u64);
+    let (cache, t, mib, after, ahead) = small_cache_below_fault_ahead();
     // Nothing faulted in ahead yet: nothing measured.
-    ready(&cache, &t, 0, after / 2, Ok(after / 2 * PAGE));
     assert_eq!(cache.first_touch_ns(), 0);
     // Past `AFTER_BYTES` the helper faults memory in ahead, timing it: the cache, growing into
     // fresh memory, charges what the helper measured (0 where a page took under a

@@ -138,7 +138,7 @@ impl Adaptive {
         // need yet.
         let block = (2 * self.miss_cost).next_power_of_two().min(block);
         // No larger than the ledger allows past the read itself.
-        let allowed = self.spec.allowance().saturating_mul(16) / (16 + self.first_touch16);
+        let allowed = self.pages_within(self.spec.allowance());
         let block = if block > (e - s) + allowed {
             prev_power_of_two(((e - s) + allowed).max(1))
         } else {
